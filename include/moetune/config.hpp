@@ -1,0 +1,111 @@
+// Kernel configs and config tables: file names (SGLang/vLLM style), JSON read and atomic write,
+// nearest-M lookup, defaults (moetune's own and `sglang-default`) and validation.
+#pragma once
+#include <array>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "moetune/gpu_spec.hpp"
+#include "moetune/model.hpp"
+
+namespace moetune {
+
+// One kernel launch configuration. Key names keep their JSON spelling.
+struct KernelConfig {
+  int BLOCK_SIZE_M = 64;  // token slots per tile (also the alignment's padding unit)
+  int BLOCK_SIZE_N = 64;  // output columns per tile
+  int BLOCK_SIZE_K = 64;  // reduction depth per pipeline stage
+  int GROUP_SIZE_M = 1;   // M-tiles sharing a weight tile in launch order (L2 reuse)
+  int num_warps = 4;      // warps per block (threads = 32 * num_warps)
+  int num_stages = 3;     // shared-memory pipeline depth
+  int SPLIT_K = 1;        // moetune: K split across blocks (fp32 partials reduced after)
+
+  bool operator==(const KernelConfig&) const = default;
+  auto operator<=>(const KernelConfig&) const = default;
+};
+
+// M (tokens in the batch) -> config. Sorted by M.
+using ConfigTable = std::map<int, KernelConfig>;
+
+// The six classic keys, and moetune's own. JSON spelling.
+extern const std::array<const char*, 6> kClassicKeys;
+extern const std::array<const char*, 1> kMoetuneKeys;
+
+// --- file names -------------------------------------------------------------------------------
+enum class Naming { sglang, vllm };
+// "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
+// (vllm: "[128,128]"); `down` appends "_down" before ".json". Spaces in device -> '_'.
+std::string config_file_name(const MoeShape& shape, const std::string& device_name,
+                             Naming naming = Naming::sglang, bool down = false);
+// "x.json" -> "x.meta.json".
+std::string sidecar_name(const std::string& table_file_name);
+
+// --- JSON -------------------------------------------------------------------------------------
+// Parses a config object; unknown keys are kept in `unknown` for validation to reject.
+struct ParsedEntry {
+  KernelConfig config;
+  std::vector<std::string> unknown_keys;
+};
+struct ParsedTable {
+  std::map<int, ParsedEntry> entries;
+  std::vector<std::string> skipped_keys;  // non-integer top-level keys (e.g. "triton_version")
+};
+// Throws InputError("config", path, reason) if the file is unreadable or not a JSON object.
+ParsedTable read_config_table(const std::filesystem::path& path);
+ParsedTable parse_config_table(const nlohmann::json& j, const std::string& source);
+KernelConfig parse_kernel_config(const nlohmann::json& j, std::vector<std::string>* unknown,
+                                 const std::string& source);
+nlohmann::json to_json(const KernelConfig& c);  // classic keys, plus SPLIT_K only when != 1
+nlohmann::json to_json(const ConfigTable& t);    // only batch-size keys
+ConfigTable to_table(const ParsedTable& p);
+// Writes text to path atomically (temp file in the same folder, fsync, rename).
+void write_file_atomic(const std::filesystem::path& path, const std::string& text);
+
+// --- lookup -----------------------------------------------------------------------------------
+// The key nearest to M by absolute difference; a tie goes to the smaller key.
+// Throws InputError("config", "{}", "empty table") for an empty table.
+int nearest_key(const std::map<int, KernelConfig>& table, int M);
+const KernelConfig& lookup(const ConfigTable& table, int M);
+// The down table when it has entries, else the up table (a missing _down falls back).
+const KernelConfig& lookup_down(const ConfigTable& up, const ConfigTable& down, int M);
+
+// --- defaults ---------------------------------------------------------------------------------
+// SGLang's published default rules (DESIGN.md), the named reference "sglang-default".
+KernelConfig sglang_default_config(const MoeShape& shape, int M);
+// moetune's own default for its kernel on this GPU: GEMM1 (up) and GEMM2 (down).
+KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, int M,
+                                    bool down = false);
+// The common 18 batch sizes: 1, 2, 4, ..., 4096.
+const std::vector<int>& default_batch_sizes();
+
+// --- validation -------------------------------------------------------------------------------
+struct Violation {
+  int M = 0;
+  std::string key;    // config key at fault, e.g. "BLOCK_SIZE_K" or "smem_bytes"
+  std::string value;  // its value as text
+  std::string limit;  // the limit it breaks, as text
+  std::string rule;   // one-line reason
+};
+// What validation needs to know about the target; model-free (config validate has no model).
+struct ValidationTarget {
+  Dtype dtype = Dtype::bf16;
+  std::optional<std::array<int, 2>> block_shape;
+  const GpuSpec* gpu = nullptr;
+};
+// Shared-memory bytes of one block of moetune's GEMM kernel (kernels/common/tile_math.cuh).
+int moetune_smem_bytes(const KernelConfig& c, const ValidationTarget& t);
+// The reference (Triton) kernel's estimate: (stages-1)*(BM+BN)*BK*bytes.
+int reference_smem_bytes(const KernelConfig& c, const ValidationTarget& t);
+// All violations of one config for entry M (empty = valid).
+std::vector<Violation> validate_config(const KernelConfig& c, const ValidationTarget& t, int M,
+                                       const std::vector<std::string>& unknown_keys = {});
+// All violations of a table, plus the up/down BLOCK_SIZE_M rule when `down` is given.
+std::vector<Violation> validate_table(const ParsedTable& up, const ValidationTarget& t,
+                                      const ParsedTable* down = nullptr);
+
+}  // namespace moetune

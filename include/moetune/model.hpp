@@ -1,0 +1,70 @@
+// Model configs -> MoE layer shapes. Parses a Hugging Face config.json by field (never by
+// architecture name), applies TP/EP, and refuses what the kernels cannot run (InputError).
+#pragma once
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "moetune/dtype.hpp"
+
+namespace moetune {
+
+// Routing of tokens to experts (DeepSeek-style grouped sigmoid, or softmax top-k).
+struct Routing {
+  std::string scoring = "softmax";       // "softmax" or "sigmoid" (config `scoring_func`)
+  bool renormalize = true;               // `norm_topk_prob` when present, else true
+  int n_group = 1;                       // expert groups for grouped top-k (1 = no grouping)
+  int topk_group = 1;                    // groups kept per token
+  double routed_scaling_factor = 1.0;    // multiplies the routed weights
+  bool correction_bias = false;          // `topk_method: noaux_tc`: a per-expert bias in selection
+};
+
+// One MoE layer on one rank. All sizes in elements.
+struct MoeShape {
+  std::string architecture;  // `architectures[0]` of the config, or "" for overrides-only
+  int E = 0;                 // experts on this rank (E_global / ep)
+  int E_global = 0;          // experts in the model
+  int N = 0;                 // per-rank expert intermediate size (moe_intermediate_size / tp)
+  int K = 0;                 // hidden size
+  int topk = 0;              // experts per token
+  Dtype dtype = Dtype::bf16;
+  std::optional<std::array<int, 2>> block_shape;  // fp8 block-wise [block_n, block_k]
+  Routing routing;
+  int num_layers = 0;        // num_hidden_layers
+  int moe_layers = 0;        // layers that hold a MoE block
+  int tp = 1, ep = 1;
+  std::string source;        // preset name or file path it came from
+};
+
+// Command-line choices applied to a config. Sizes are model-wide (before TP/EP).
+struct ModelOptions {
+  int tp = 1;
+  int ep = 1;
+  std::string dtype = "auto";  // auto|bf16|fp16|fp8_w8a8
+  std::optional<int> experts, topk, intermediate, hidden;
+  std::optional<std::array<int, 2>> block_shape;
+};
+
+// The embedded default model and its parallelism ("qwen3.5-122b-a10b-fp8" at TP4).
+inline constexpr const char* kDefaultPreset = "qwen3.5-122b-a10b-fp8";
+inline constexpr int kDefaultTp = 4;
+
+// Parses a config.json object. Throws InputError naming the field and value at fault.
+MoeShape parse_hf_config(const nlohmann::json& config, const ModelOptions& opts,
+                         const std::string& source = "");
+
+// `path_or_preset`: an HF config.json, a folder holding one (and maybe hf_quant_config.json),
+// or an embedded preset name. An existing path wins over a preset name. Throws InputError.
+MoeShape load_model(const std::string& path_or_preset, const ModelOptions& opts);
+
+// Names of the embedded presets, and the config JSON of one (nullopt if unknown).
+std::vector<std::string> preset_names();
+std::optional<std::string> preset_json(const std::string& name);
+
+// Parses "BN,BK" (e.g. "128,128") for --block-shape; throws InputError on field `name`.
+std::array<int, 2> parse_block_shape(const std::string& text, const std::string& name);
+
+}  // namespace moetune
