@@ -32,7 +32,8 @@ struct GpuSpec {
 
 // All entries of the table.
 const std::vector<GpuSpec>& gpu_specs();
-// Exact CUDA name, or alias, case-insensitive, spaces and underscores equivalent.
+// Exact CUDA name, or alias, case-insensitive; spaces, underscores and hyphens equivalent
+// ("NVIDIA_H200", "rtx-pro-6000"). nullptr if unknown.
 const GpuSpec* find_gpu(std::string_view name_or_alias);
 // find_gpu or throw InputError("gpu", name, "unknown GPU; known: ...").
 const GpuSpec& require_gpu(std::string_view name_or_alias);
