@@ -1,0 +1,91 @@
+// Host side of the grouped expert GEMM (kernels/moe_gemm_mma.cuh): the kernel spec (template
+// arguments, instance name) for a shape and config, the workspace it needs, and its launch.
+// Knows the kernel's template parameter list; knows nothing of routing or quantization.
+//
+// Alignment (SGLang/vLLM moe_align_block_size): sorted_token_ids groups the token slots
+// (slot = token * topk + j) by expert, each expert's run padded to a multiple of BLOCK_SIZE_M with
+// the sentinel M * topk; expert_ids[b] is the expert of M-block b (-1: not on this rank under EP,
+// the block is skipped and its rows are not written); num_tokens_post_padded[0] is the total
+// padded length (read on the device: blocks past it exit at once).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <cuda.h>  // CUstream (types only)
+
+#include "cuda/jit.hpp"
+#include "moetune/config.hpp"
+#include "moetune/model.hpp"
+
+namespace moetune::gemm {
+
+// up: GEMM1 with w13 (out = [M*topk, 2N]); down: GEMM2 with w2, times the routed weight.
+enum class GemmStage { up, down };
+const char* to_string(GemmStage s);  // "up", "down"
+
+// Pointers are device pointers; shapes row-major, the last dim contiguous. Element types:
+// bf16 shapes use __nv_bfloat16 for a and out, fp16 __half, fp8_w8a8 e4m3 for a and w with bf16
+// out. Every pointer the stage does not use may be null.
+struct GemmArgs {
+  GemmStage stage = GemmStage::up;
+  // up: hidden [M, K] (bf16/fp16, or fp8 e4m3 after quantization); row = token = slot / topk.
+  // down: intermediate [M*topk, N] (bf16/fp16 or fp8); row = slot.
+  const void* a = nullptr;
+  // fp8 block-wise: up [M, K/block_k], down [M*topk, N/block_k]; fp8 per-tensor: [1];
+  // bf16/fp16: nullptr. fp32.
+  const float* a_scale = nullptr;
+  // up: w13 [E, 2N, K]; down: w2 [E, K, N] (the reduction dim contiguous).
+  const void* w = nullptr;
+  // fp8 block-wise: up w13_scale [E, 2N/block_n, K/block_k], down w2_scale [E, K/block_n,
+  // N/block_k]; fp8 per-tensor: [E]; bf16/fp16: nullptr. fp32.
+  const float* w_scale = nullptr;
+  // up: [M*topk, 2N]; down: [M*topk, K], each slot's row times topk_weights[slot]. bf16 (fp16
+  // for fp16). Only rows of valid slots (< M*topk) on experts of this rank are written.
+  void* out = nullptr;
+  const float* topk_weights = nullptr;  // [M, topk] fp32; read by down only
+  const int32_t* sorted_token_ids = nullptr;        // [max_num_tokens_padded]
+  const int32_t* expert_ids = nullptr;              // [max_num_tokens_padded / BLOCK_SIZE_M]
+  const int32_t* num_tokens_post_padded = nullptr;  // [1]
+  int64_t M = 0;  // tokens in the batch
+  // Capacity of sorted_token_ids (bounds the grid together with M, topk and E).
+  int64_t max_num_tokens_padded = 0;
+  // SPLIT_K > 1: fp32 partial tiles and per-tile arrival counters, gemm_workspace_bytes() long.
+  // Must be zero-filled once when allocated; every launch leaves the counters zero again.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+// The kernel instance for (shape, config, stage) on `arch` ("sm_80", "sm_89", "sm_90a",
+// "sm_120"...). Name carries the config: moe_gemm_up_fp8b_m16n64k128_g1_w4_s4_sk1_n256_k3072.
+// Throws InputError(key, value, reason) for a config the kernel cannot run on this shape
+// (tile_rule_violation, block-fp8 scale straddling, fp8 below sm_89).
+cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& config,
+                                  GemmStage stage, const std::string& arch);
+
+// The upper bound on M-blocks that can be active for M tokens (host-side, no sync):
+// min(ceil(max_num_tokens_padded / BM), ceil(M*topk / BM) + min(E, M*topk)).
+int64_t gemm_max_m_blocks(const MoeShape& shape, const KernelConfig& config, int64_t M,
+                          int64_t max_num_tokens_padded);
+
+// Workspace bytes for M tokens (0 when SPLIT_K == 1). Computed with the largest
+// max_num_tokens_padded the alignment can produce (M*topk + E*(BLOCK_SIZE_M-1)).
+std::size_t gemm_workspace_bytes(const MoeShape& shape, const KernelConfig& config,
+                                 GemmStage stage, int64_t M);
+
+// Launch geometry of one call (grid.x: M-blocks x N-tiles in GROUP_SIZE_M order; grid.y: SPLIT_K).
+struct GemmLaunch {
+  cuda::Dim3 grid;
+  cuda::Dim3 block;
+  std::size_t smem_bytes = 0;
+};
+GemmLaunch gemm_launch_geometry(const MoeShape& shape, const KernelConfig& config,
+                                GemmStage stage, int64_t M, int64_t max_num_tokens_padded);
+
+// Enqueues one GEMM on `stream` (JIT-compiles and loads the instance for the current device on
+// first use). Never synchronizes, never allocates. Throws InputError for a bad config or
+// arguments (a missing pointer, a too-small workspace), CudaError for a failed launch.
+void launch_gemm(const MoeShape& shape, const KernelConfig& config, const GemmArgs& args,
+                 CUstream stream);
+
+}  // namespace moetune::gemm
