@@ -55,15 +55,32 @@ struct ParsedTable {
   std::map<int, ParsedEntry> entries;
   std::vector<std::string> skipped_keys;  // non-integer top-level keys (e.g. "triton_version")
 };
-// Throws InputError("config", path, reason) if the file is unreadable or not a JSON object.
+// Top-level keys: a plain positive decimal ("16") is a batch size; a key whose first non-blank
+// character is not a digit or sign ("triton_version") is skipped and listed in skipped_keys; a
+// numeric-looking key that is not a plain positive decimal int ("-4", "0", "01", "+8", "1e3",
+// "1.5", "99999999999") throws InputError("config key", "\"<key>\"", reason), because servers
+// int() their keys and would read it differently from a skip.
+// Config values: positive JSON integers only (not 64.0, not "64"); otherwise
+// InputError("config[<M>].<KEY>", <value as JSON>, ...); a missing classic key likewise with
+// value "(missing)"; SPLIT_K is optional (default 1). An entry that is not an object throws
+// InputError("config[<M>]", <value>, ...).
+// Throws InputError("config", path, reason) if the file is unreadable, not JSON, or not an object.
 ParsedTable read_config_table(const std::filesystem::path& path);
+// `source` names the table in messages (usually its path).
 ParsedTable parse_config_table(const nlohmann::json& j, const std::string& source);
+// `source` is the field prefix of this entry in messages, e.g. "config[16]".
 KernelConfig parse_kernel_config(const nlohmann::json& j, std::vector<std::string>* unknown,
                                  const std::string& source);
 nlohmann::json to_json(const KernelConfig& c);  // classic keys, plus SPLIT_K only when != 1
 nlohmann::json to_json(const ConfigTable& t);    // only batch-size keys
 ConfigTable to_table(const ParsedTable& p);
-// Writes text to path atomically (temp file in the same folder, fsync, rename).
+// The table as servers write it: 4-space indent, keys in numeric order, config keys in classic
+// order (then SPLIT_K when != 1), ending in a newline. (nlohmann::json would sort "1024" < "16".)
+std::string dump_config_table(const ConfigTable& t);
+// dump_config_table, written with write_file_atomic.
+void write_config_table(const std::filesystem::path& path, const ConfigTable& t);
+// Writes text to path atomically: a temp file in the same folder, fsync, rename, fsync folder.
+// Throws InputError("path", path, reason) when that fails (no temp file is left behind).
 void write_file_atomic(const std::filesystem::path& path, const std::string& text);
 
 // --- lookup -----------------------------------------------------------------------------------
@@ -90,6 +107,7 @@ struct Violation {
   std::string value;  // its value as text
   std::string limit;  // the limit it breaks, as text
   std::string rule;   // one-line reason
+  bool down = false;  // found in the down (GEMM2) table of validate_table
 };
 // What validation needs to know about the target; model-free (config validate has no model).
 struct ValidationTarget {
@@ -98,13 +116,23 @@ struct ValidationTarget {
   const GpuSpec* gpu = nullptr;
 };
 // Shared-memory bytes of one block of moetune's GEMM kernel (kernels/common/tile_math.cuh).
+// Both byte counts saturate at INT_MAX for configs too large for an int (no GPU has that much).
 int moetune_smem_bytes(const KernelConfig& c, const ValidationTarget& t);
 // The reference (Triton) kernel's estimate: (stages-1)*(BM+BN)*BK*bytes.
 int reference_smem_bytes(const KernelConfig& c, const ValidationTarget& t);
-// All violations of one config for entry M (empty = valid).
+
+// All violations of one config for entry M (empty = valid), in this order: a key outside the
+// values the kernel is built for (rule names the set), threads per block > 1024, shared memory
+// over gpu->smem_per_block_bytes (key "smem_bytes"; moetune's formula decides), for block fp8
+// BLOCK_SIZE_K not dividing block_k / BLOCK_SIZE_N neither dividing nor a multiple of block_n,
+// a dtype the GPU's tensor cores cannot run (key "dtype"), one per unknown key (rule "unknown
+// key"). block_shape is ignored unless dtype is fp8_w8a8. Allowed values: BLOCK_SIZE_M
+// {16..256}, BLOCK_SIZE_N and BLOCK_SIZE_K {32..256} (powers of two), GROUP_SIZE_M >= 1,
+// num_warps {4, 8}, num_stages 2..5, SPLIT_K {1, 2, 4, 8}. t.gpu must be set.
 std::vector<Violation> validate_config(const KernelConfig& c, const ValidationTarget& t, int M,
                                        const std::vector<std::string>& unknown_keys = {});
-// All violations of a table, plus the up/down BLOCK_SIZE_M rule when `down` is given.
+// All violations of a table, plus, when `down` is given, its entries' (marked down) and the
+// rule "up and down share one alignment": down's BLOCK_SIZE_M equals up's at each key in both.
 std::vector<Violation> validate_table(const ParsedTable& up, const ValidationTarget& t,
                                       const ParsedTable* down = nullptr);
 

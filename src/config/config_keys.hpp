@@ -1,0 +1,27 @@
+// The config keys in their JSON spelling, each bound to its KernelConfig member: one table
+// that the JSON reader, writer and validator walk, so that a new key is added in one place.
+#pragma once
+#include <array>
+
+#include "moetune/config.hpp"
+
+namespace moetune::config {
+
+struct ConfigField {
+  const char* key;              // JSON spelling, e.g. "BLOCK_SIZE_M"
+  int KernelConfig::*member;    // where it lives in KernelConfig
+  bool required;                // classic keys are required; moetune's own have defaults
+};
+
+// Classic keys first, in the order servers write them, then moetune's own.
+inline constexpr std::array<ConfigField, 7> kConfigFields = {{
+    {"BLOCK_SIZE_M", &KernelConfig::BLOCK_SIZE_M, true},
+    {"BLOCK_SIZE_N", &KernelConfig::BLOCK_SIZE_N, true},
+    {"BLOCK_SIZE_K", &KernelConfig::BLOCK_SIZE_K, true},
+    {"GROUP_SIZE_M", &KernelConfig::GROUP_SIZE_M, true},
+    {"num_warps", &KernelConfig::num_warps, true},
+    {"num_stages", &KernelConfig::num_stages, true},
+    {"SPLIT_K", &KernelConfig::SPLIT_K, false},
+}};
+
+}  // namespace moetune::config
