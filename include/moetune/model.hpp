@@ -12,6 +12,8 @@
 
 namespace moetune {
 
+struct GpuSpec;  // moetune/gpu_spec.hpp
+
 // Routing of tokens to experts (DeepSeek-style grouped sigmoid, or softmax top-k).
 struct Routing {
   std::string scoring = "softmax";       // "softmax" or "sigmoid" (config `scoring_func`)
@@ -33,8 +35,8 @@ struct MoeShape {
   Dtype dtype = Dtype::bf16;
   std::optional<std::array<int, 2>> block_shape;  // fp8 block-wise [block_n, block_k]
   Routing routing;
-  int num_layers = 0;        // num_hidden_layers
-  int moe_layers = 0;        // layers that hold a MoE block
+  int num_layers = 0;        // num_hidden_layers (0: the config does not say)
+  int moe_layers = 0;        // layers that hold a MoE block (rules: src/model/layers.hpp)
   int tp = 1, ep = 1;
   std::string source;        // preset name or file path it came from
 };
@@ -56,15 +58,22 @@ inline constexpr int kDefaultTp = 4;
 MoeShape parse_hf_config(const nlohmann::json& config, const ModelOptions& opts,
                          const std::string& source = "");
 
-// `path_or_preset`: an HF config.json, a folder holding one (and maybe hf_quant_config.json),
-// or an embedded preset name. An existing path wins over a preset name. Throws InputError.
+// `path_or_preset`: an HF config.json, a folder holding one (and maybe hf_quant_config.json,
+// read when config.json has no quantization_config), or an embedded preset name (any case).
+// An existing path wins over a preset name. A preset may imply a dtype for --dtype auto (the
+// gpt-oss presets load as bf16). Throws InputError, never a JSON or file-system exception.
 MoeShape load_model(const std::string& path_or_preset, const ModelOptions& opts);
 
 // Names of the embedded presets, and the config JSON of one (nullopt if unknown).
 std::vector<std::string> preset_names();
 std::optional<std::string> preset_json(const std::string& name);
 
-// Parses "BN,BK" (e.g. "128,128") for --block-shape; throws InputError on field `name`.
+// Parses "BN,BK" (e.g. "128,128"; "[128, 128]" too) for --block-shape; throws InputError on
+// field `name`.
 std::array<int, 2> parse_block_shape(const std::string& text, const std::string& name);
+
+// Throws InputError("dtype", ...) when the GPU's tensor cores cannot run the shape's dtype
+// ("fp8 needs compute capability >= 8.9; <gpu name> is <x.y>").
+void check_dtype_on_gpu(const MoeShape& shape, const GpuSpec& gpu);
 
 }  // namespace moetune

@@ -1,0 +1,94 @@
+// load_model: a config file, a model folder, or an embedded preset -> MoeShape.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "model/config_view.hpp"
+#include "model/presets_embedded.hpp"
+#include "moetune/error.hpp"
+#include "moetune/model.hpp"
+
+namespace moetune {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json parse_text(const std::string& text, const std::string& label) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    throw InputError("model", label, fmt::format("invalid JSON: {}", e.what()));
+  }
+}
+
+json read_json_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || in.bad()) throw InputError("model", path.string(), "cannot read the file");
+  return parse_text(text.str(), path.string());
+}
+
+// hf_quant_config.json (modelopt) as the quantization_config that config.json lacks:
+// {"quantization": {"quant_algo": "FP8"}} -> {"quant_method": "modelopt", "quant_algo": "FP8"}.
+void merge_hf_quant_config(json& config, const fs::path& quant_path) {
+  const model::ConfigView view(config, "");
+  if (!config.is_object() || view.find_top_first({"quantization_config", "compression_config"})) {
+    return;  // config.json's own quantization wins
+  }
+  const json quant = read_json_file(quant_path);
+  const auto it = quant.is_object() ? quant.find("quantization") : quant.end();
+  if (it == quant.end() || !it->is_object()) {
+    throw InputError("model", quant_path.string(), "no \"quantization\" object");
+  }
+  const auto algo = it->find("quant_algo");
+  config["quantization_config"] = {{"quant_method", "modelopt"},
+                                   {"quant_algo", algo == it->end() ? json() : *algo}};
+}
+
+MoeShape load_path(const fs::path& path, const ModelOptions& opts) {
+  std::error_code ec;
+  fs::path config_path = path;
+  if (fs::is_directory(path, ec)) {
+    config_path = path / "config.json";
+    if (!fs::exists(config_path, ec)) {
+      throw InputError("model", path.string(), "the folder holds no config.json");
+    }
+  }
+  json config = read_json_file(config_path);
+  if (config_path.filename() == "config.json") {
+    const fs::path quant_path = config_path.parent_path() / "hf_quant_config.json";
+    if (fs::exists(quant_path, ec)) merge_hf_quant_config(config, quant_path);
+  }
+  return parse_hf_config(config, opts, config_path.string());
+}
+
+}  // namespace
+
+MoeShape load_model(const std::string& path_or_preset, const ModelOptions& opts) {
+  std::error_code ec;
+  if (!path_or_preset.empty() && fs::exists(fs::path(path_or_preset), ec)) {
+    return load_path(fs::path(path_or_preset), opts);
+  }
+  if (const auto text = preset_json(path_or_preset)) {
+    std::string name = path_or_preset;
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    ModelOptions preset_opts = opts;
+    const char* dtype = model::preset_default_dtype(name);
+    if (dtype != nullptr && preset_opts.dtype == "auto") preset_opts.dtype = dtype;
+    return parse_hf_config(parse_text(*text, name), preset_opts, name);
+  }
+  throw InputError("model", path_or_preset,
+                   fmt::format("no such file, folder or preset; presets: {}",
+                               fmt::join(preset_names(), ", ")));
+}
+
+}  // namespace moetune

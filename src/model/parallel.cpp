@@ -1,0 +1,58 @@
+#include "model/parallel.hpp"
+
+#include <fmt/format.h>
+
+#include "moetune/error.hpp"
+
+namespace moetune::model {
+
+void check_parallel_options(const ModelOptions& opts) {
+  if (opts.tp < 1) throw InputError("tp", std::to_string(opts.tp), "must be >= 1");
+  if (opts.ep < 1) throw InputError("ep", std::to_string(opts.ep), "must be >= 1");
+}
+
+void apply_parallel(MoeShape& shape, const GlobalSizes& sizes, const ModelOptions& opts) {
+  check_parallel_options(opts);
+  if (sizes.intermediate.value % opts.tp != 0) {
+    throw InputError("tp", std::to_string(opts.tp),
+                     fmt::format("{} {} is not divisible by --tp {}", sizes.intermediate.from,
+                                 sizes.intermediate.value, opts.tp));
+  }
+  if (sizes.experts.value % opts.ep != 0) {
+    throw InputError("ep", std::to_string(opts.ep),
+                     fmt::format("{} experts ({}) are not divisible by --ep {}",
+                                 sizes.experts.value, sizes.experts.from, opts.ep));
+  }
+  shape.tp = opts.tp;
+  shape.ep = opts.ep;
+  shape.E_global = sizes.experts.value;
+  shape.E = sizes.experts.value / opts.ep;
+  shape.N = sizes.intermediate.value / opts.tp;
+  shape.K = sizes.hidden.value;
+  shape.topk = sizes.topk.value;
+}
+
+void check_block_divisible(const MoeShape& shape, const GlobalSizes& sizes) {
+  if (!shape.block_shape) return;
+  const auto [block_n, block_k] = *shape.block_shape;
+  const std::string block = fmt::format("[{}, {}]", block_n, block_k);
+  if (shape.N % block_n != 0) {
+    // With TP the split is at fault; without it the block does not fit the model.
+    const bool split = shape.tp > 1;
+    throw InputError(
+        split ? "tp" : "block-shape",
+        split ? std::to_string(shape.tp) : fmt::format("{},{}", block_n, block_k),
+        fmt::format("per-rank N {} ({} {} / tp {}) is not divisible by the fp8 block_n {} of "
+                    "block_shape {}",
+                    shape.N, sizes.intermediate.from, sizes.intermediate.value, shape.tp, block_n,
+                    block));
+  }
+  if (shape.K % block_k != 0) {
+    throw InputError("block-shape", fmt::format("{},{}", block_n, block_k),
+                     fmt::format("K {} ({}) is not divisible by the fp8 block_k {} of "
+                                 "block_shape {}",
+                                 shape.K, sizes.hidden.from, block_k, block));
+  }
+}
+
+}  // namespace moetune::model
