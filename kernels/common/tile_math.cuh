@@ -1,29 +1,123 @@
 // Tile arithmetic shared by the kernels (static_asserts) and the host validator: one formula
-// for shared memory, no drift. constexpr only, no CUDA includes, so host C++ can include it.
+// for shared memory and one set of tiling rules, no drift. constexpr only, no CUDA includes, so
+// host C++ (the config validator, src/gemm) and NVRTC (kernels/moe_gemm_mma.cuh) include it alike.
 #pragma once
+
+// Callable from host code and from kernels (nvcc and NVRTC define __CUDACC__).
+#if defined(__CUDACC__)
+#define MOETUNE_HD __host__ __device__
+#else
+#define MOETUNE_HD
+#endif
 
 namespace moetune {
 namespace tile_math {
 
-// Shared memory of one block of moetune's grouped GEMM (kernels/moe_gemm_mma.cuh):
-// num_stages ring buffers, each holding an A tile [BLOCK_SIZE_M, BLOCK_SIZE_K] of activation
-// elements and a B tile [BLOCK_SIZE_N, BLOCK_SIZE_K] of weight elements, plus for block fp8 the
-// per-stage scales (BLOCK_SIZE_M activation scales, fp32), plus the row index table
-// (BLOCK_SIZE_M token ids, int32). a_bytes/b_bytes: element sizes (2 bf16/fp16, 1 fp8).
-constexpr int gemm_smem_bytes(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int BLOCK_SIZE_K, int num_stages,
+// Stage and dtype codes of the grouped GEMM's template parameters (STAGE, DTYPE).
+constexpr int kStageUp = 0;    // GEMM1 with w13: out[slot, 0..2N) from hidden[token]
+constexpr int kStageDown = 1;  // GEMM2 with w2: out[slot, 0..K) from intermediate[slot], x weight
+constexpr int kDtypeBf16 = 0;       // bf16 a and w, fp32 accumulate, bf16 out
+constexpr int kDtypeFp16 = 1;       // fp16 a and w, fp32 accumulate, fp16 out
+constexpr int kDtypeFp8Block = 2;   // e4m3 a and w, per-(row, 128-group) a_scale, [bn, bk] w_scale
+constexpr int kDtypeFp8Tensor = 3;  // e4m3 a and w, one a_scale, one w_scale per expert
+
+MOETUNE_HD constexpr int ceil_div(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }
+
+// Warp grid of one block: warps_m x warps_n = num_warps, each warp owning a
+// (BLOCK_SIZE_M / warps_m) x (BLOCK_SIZE_N / warps_n) sub-tile that must be a multiple of 16 x 16
+// (m16 MMA rows; two n8 MMA columns per ldmatrix.x4). Picks the most square warp tile (ties: more
+// warps along M). Returns 0 when no split works.
+MOETUNE_HD constexpr int gemm_warps_m(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int num_warps) {
+  int best = 0;
+  long long best_score = 0;
+  for (int wm = 1; wm <= num_warps; wm *= 2) {
+    if (num_warps % wm != 0) continue;
+    const int wn = num_warps / wm;
+    if (BLOCK_SIZE_M % (16 * wm) != 0 || BLOCK_SIZE_N % (16 * wn) != 0) continue;
+    const long long tm = BLOCK_SIZE_M / wm, tn = BLOCK_SIZE_N / wn;
+    const long long score = tm > tn ? tm * 1000 / tn : tn * 1000 / tm;  // aspect, x1000
+    if (best == 0 || score <= best_score) {
+      best = wm;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+// fp32 accumulators per thread. Block fp8 keeps a second set (the current scale group's sum).
+MOETUNE_HD constexpr int gemm_acc_per_thread(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int num_warps) {
+  return BLOCK_SIZE_M * BLOCK_SIZE_N / (32 * num_warps);
+}
+constexpr int kMaxAccPerThread = 128;  // beyond this the accumulators spill
+
+// Bytes of one K-row of a tile (BLOCK_SIZE_K elements), and its 16-byte chunks.
+MOETUNE_HD constexpr int gemm_row_bytes(int BLOCK_SIZE_K, int bytes) { return BLOCK_SIZE_K * bytes; }
+
+// Swizzled position of 16-byte chunk `chunk` of tile row `row` (rows of `chunks` chunks, a power
+// of two >= 4): ldmatrix reads 8 rows at one chunk column; the XOR spreads them over all 32 banks.
+MOETUNE_HD constexpr int swizzle_chunk(int row, int chunk, int chunks) {
+  return chunks >= 8 ? (chunk ^ (row & 7)) : (chunk ^ ((row >> 1) & 3));
+}
+
+// Shared memory of one block of moetune's grouped GEMM (kernels/moe_gemm_mma.cuh), all dynamic:
+// num_stages ring slots, each an A tile [BLOCK_SIZE_M][BLOCK_SIZE_K] of activation elements and a
+// B tile [BLOCK_SIZE_N][BLOCK_SIZE_K] of weight elements (rows of BLOCK_SIZE_K*bytes, 16-byte
+// chunks swizzled by swizzle_chunk), then the slot table (BLOCK_SIZE_M int32: the token slot of
+// each tile row, -1 for padding) and one 16-byte word (the split-K arrival ticket).
+// a_bytes/b_bytes: element sizes (2 bf16/fp16, 1 fp8). Block-fp8 scales are read from global
+// memory into registers, so `block_scales` adds nothing (kept for the validator's signature).
+MOETUNE_HD constexpr int gemm_smem_bytes(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int BLOCK_SIZE_K, int num_stages,
                               int a_bytes, int b_bytes, bool block_scales) {
-  int stage = BLOCK_SIZE_M * BLOCK_SIZE_K * a_bytes + BLOCK_SIZE_N * BLOCK_SIZE_K * b_bytes;
-  if (block_scales) stage += BLOCK_SIZE_M * 4;
-  return num_stages * stage + BLOCK_SIZE_M * 4;
+  (void)block_scales;
+  const int stage = BLOCK_SIZE_M * BLOCK_SIZE_K * a_bytes + BLOCK_SIZE_N * BLOCK_SIZE_K * b_bytes;
+  return num_stages * stage + BLOCK_SIZE_M * 4 + 16;
+}
+// Byte offsets inside that layout.
+MOETUNE_HD constexpr int gemm_smem_stage_bytes(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int BLOCK_SIZE_K,
+                                    int a_bytes, int b_bytes) {
+  return BLOCK_SIZE_M * BLOCK_SIZE_K * a_bytes + BLOCK_SIZE_N * BLOCK_SIZE_K * b_bytes;
 }
 
 // The reference Triton kernel's estimate, reported beside ours: (stages-1)*(BM+BN)*BK*bytes.
-constexpr int reference_smem_bytes(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int BLOCK_SIZE_K,
+MOETUNE_HD constexpr int reference_smem_bytes(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int BLOCK_SIZE_K,
                                    int num_stages, int bytes) {
   return (num_stages - 1) * (BLOCK_SIZE_M + BLOCK_SIZE_N) * BLOCK_SIZE_K * bytes;
 }
 
-constexpr int ceil_div(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }
+constexpr int kMaxSplitK = 16;
+
+// Why moetune's GEMM kernel cannot run this config (shape-independent rules), or nullptr.
+// block_scales: fp8 block-wise (true by default, the stricter rule when a_bytes == 1).
+// Shared memory against the GPU's limit and the fp8 scale-block rules are checked by the
+// validator separately (they need the GPU and the block shape).
+MOETUNE_HD constexpr const char* tile_rule_violation(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int BLOCK_SIZE_K,
+                                          int num_warps, int num_stages, int SPLIT_K, int a_bytes,
+                                          int b_bytes, bool block_scales = true) {
+  if (BLOCK_SIZE_M < 16 || BLOCK_SIZE_M % 16 != 0)
+    return "BLOCK_SIZE_M must be a multiple of 16 (m16 MMA rows)";
+  if (BLOCK_SIZE_N < 16 || BLOCK_SIZE_N % 16 != 0)
+    return "BLOCK_SIZE_N must be a multiple of 16 (two n8 MMA columns per ldmatrix)";
+  if (num_warps != 1 && num_warps != 2 && num_warps != 4 && num_warps != 8 && num_warps != 16)
+    return "num_warps must be a power of two from 1 to 16";
+  if (a_bytes != b_bytes || (a_bytes != 1 && a_bytes != 2))
+    return "activation and weight element sizes must match (2 bf16/fp16, 1 fp8)";
+  if (BLOCK_SIZE_K < 16 || (BLOCK_SIZE_K & (BLOCK_SIZE_K - 1)) != 0)
+    return "BLOCK_SIZE_K must be a power of two >= 16";
+  if (BLOCK_SIZE_K * a_bytes < 64)
+    return "BLOCK_SIZE_K * element bytes must be >= 64 (4 swizzled 16-byte chunks per row)";
+  if (num_stages < 2) return "num_stages must be >= 2 (cp.async double buffering at least)";
+  if (SPLIT_K < 1 || SPLIT_K > kMaxSplitK) return "SPLIT_K must be in 1..16";
+  if (gemm_warps_m(BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps) == 0)
+    return "no warp tiling: BLOCK_SIZE_M/warps_m and BLOCK_SIZE_N/warps_n must be multiples of 16 "
+           "for some warps_m*warps_n = num_warps";
+  const int acc = gemm_acc_per_thread(BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps);
+  if (acc > kMaxAccPerThread)
+    return "BLOCK_SIZE_M*BLOCK_SIZE_N/(32*num_warps) > 128 fp32 accumulators per thread (spills)";
+  if (a_bytes == 1 && block_scales && 2 * acc > kMaxAccPerThread)
+    return "block fp8: BLOCK_SIZE_M*BLOCK_SIZE_N/(32*num_warps) > 64 (the scale group's sum needs "
+           "a second accumulator set; spills)";
+  return nullptr;
+}
 
 }  // namespace tile_math
 }  // namespace moetune
