@@ -11,11 +11,14 @@ function(moetune_embed_kernels out_var)
   foreach(f IN LISTS kfiles)
     list(APPEND deps ${kdir}/${f})
   endforeach()
+  # The file list travels as one argument, '|'-separated (a ';' would split the shell command).
+  string(REPLACE ";" "|" kfiles_arg "${kfiles}")
   add_custom_command(
     OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -DKDIR=${kdir} -DOUT=${out} "-DFILES=${kfiles}"
+    COMMAND ${CMAKE_COMMAND} -DKDIR=${kdir} -DOUT=${out} "-DFILES=${kfiles_arg}"
             -P ${PROJECT_SOURCE_DIR}/cmake/EmbedKernelsScript.cmake
     DEPENDS ${deps} ${PROJECT_SOURCE_DIR}/cmake/EmbedKernelsScript.cmake
-    COMMENT "Embedding kernels/ into the binary")
+    COMMENT "Embedding kernels/ into the binary"
+    VERBATIM)
   set(${out_var} ${out} PARENT_SCOPE)
 endfunction()

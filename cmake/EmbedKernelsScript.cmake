@@ -1,8 +1,14 @@
-# cmake -P script: KDIR, OUT, FILES (;-list of paths relative to KDIR).
+# cmake -P script: KDIR, OUT, FILES ('|'- or ';'-separated paths relative to KDIR).
+# Writes OUT atomically (OUT.tmp, then rename) so an interrupted build leaves no half file.
+string(REPLACE "|" ";" files "${FILES}")
 set(body "")
 set(all "")
-foreach(f IN LISTS FILES)
+foreach(f IN LISTS files)
   file(READ ${KDIR}/${f} content)
+  string(FIND "${content}" ")MOETUNE_EMBED\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${f} contains the raw-string delimiter )MOETUNE_EMBED\"")
+  endif()
   string(APPEND all "${f}\n${content}\n")
   string(APPEND body "    {\"${f}\", R\"MOETUNE_EMBED(${content})MOETUNE_EMBED\"},\n")
 endforeach()

@@ -1,6 +1,7 @@
 // NVRTC JIT with an on-disk cubin cache. Knows nothing of MoE: it compiles a named template
 // instance from the embedded kernels/ sources for one architecture, caches the cubin, and loads it.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -21,11 +22,19 @@ struct KernelSpec {
   std::vector<std::pair<std::string, std::string>> template_args;  // {"BLOCK_SIZE_M","64"}, ...
   std::string arch;                                            // e.g. "sm_90a"
   std::string name;  // instance name carrying its config, e.g. moe_gemm1_bf16_m64n128k64_g8_w4_s3
+  std::vector<std::string> options;  // extra NVRTC options (e.g. "-DMOETUNE_X=1", "-lineinfo")
+
+  // Kernels include each other by their path relative to kernels/ ("common/tile_math.cuh"),
+  // also from inside kernels/common/. The CUDA headers (cuda_bf16.h, cuda_fp8.h) come from the
+  // toolkit include directory found at run time (cuda/nvrtc.hpp).
 
   // The NVRTC name expression: kernel<arg0, arg1, ...>.
   std::string name_expression() const;
   // The cache key: hash of kernel source hash, arch, NVRTC version, options and the expression.
+  // Loads NVRTC (for its version): throws CudaError when it cannot be loaded.
   std::string cache_key() const;
+  // The generated NVRTC program: includes `file`, lists the template arguments by name.
+  std::string generated_source() const;
 };
 
 // A compiled instance: cubin bytes and the lowered (mangled) name. No GPU needed to produce it.
@@ -53,6 +62,11 @@ class LoadedKernel {
   CUfunction function() const { return fn_; }
   const std::string& name() const { return name_; }
   int num_regs() const;
+  int local_bytes() const;        // per-thread local memory (spills, stack arrays)
+  int static_smem_bytes() const;
+  int max_threads_per_block() const;
+  // Resident blocks per SM for this block size and dynamic shared memory (occupancy).
+  int max_active_blocks_per_sm(int threads, std::size_t smem_bytes) const;
   // Sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES once if smem_bytes > 48 KiB.
   void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, CUstream stream, void** args) const;
 
@@ -60,22 +74,41 @@ class LoadedKernel {
   CUmodule module_;
   CUfunction fn_;
   std::string name_;
-  mutable std::size_t smem_set_ = 0;
+  mutable std::atomic<std::size_t> smem_set_{0};
 };
 
 class Jit {
  public:
-  // Cache directory: $MOETUNE_CACHE_DIR, else $XDG_CACHE_HOME/moetune, else ~/.cache/moetune.
+  // The process-wide instance. Cache directory: $MOETUNE_CACHE_DIR, else
+  // $XDG_CACHE_HOME/moetune, else ~/.cache/moetune, else /tmp/moetune-cache-<uid>.
   static Jit& instance();
+  // An instance of its own over `cache_dir` (tests; a tool with --cache-dir).
+  explicit Jit(std::string cache_dir);
+  ~Jit();
+  Jit(const Jit&) = delete;
+  Jit& operator=(const Jit&) = delete;
   // Compiles (or reads from the disk cache). Thread-safe. Throws CudaError with the NVRTC log.
   CompiledKernel compile(const KernelSpec& spec);
   // Compiles many on a thread pool of `threads` (0 = hardware concurrency). Results in order;
   // a failure is returned as an empty cubin with the log, not thrown.
   std::vector<CompiledKernel> compile_many(const std::vector<KernelSpec>& specs, int threads = 0);
   // Compile if needed and load into the current context (memoized per process). Needs a GPU.
+  // An empty spec.arch means the current device's arch.
   std::shared_ptr<LoadedKernel> get(const KernelSpec& spec);
   std::string cache_dir() const;
   std::string nvrtc_version() const;  // e.g. "13.0"
+
+  // Counters (this instance): compiles by NVRTC, disk-cache hits, in-memory hits.
+  struct Stats {
+    int nvrtc_compiles = 0, disk_hits = 0, memory_hits = 0;
+  };
+  Stats stats() const;
+  // Forgets the in-memory map (the disk cache stays): the next compile reads the disk.
+  void clear_memory();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace moetune::cuda

@@ -1,0 +1,129 @@
+// Cache directory choice, the entry format and atomic file writes.
+//
+// Entry format (little-endian): "MOETUNE-CUBIN-1\n" (16 bytes), u64 name length, u64 cubin
+// length, the lowered name, the cubin. The file size must equal the sum exactly.
+#include "cuda/jit_cache.hpp"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+namespace moetune::cuda {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kMagic[] = "MOETUNE-CUBIN-1\n";
+constexpr std::size_t kMagicBytes = 16;
+constexpr std::size_t kHeaderBytes = kMagicBytes + 16;
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::string(v) : std::string();
+}
+
+bool usable_dir(const std::string& home) {
+  if (home.empty()) return false;
+  struct stat st{};
+  return ::stat(home.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && ::access(home.c_str(), W_OK) == 0;
+}
+
+void put_u64(std::string& out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+std::uint64_t get_u64(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= std::uint64_t(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+bool is_elf(const std::vector<char>& bytes) {
+  return bytes.size() >= 4 && bytes[0] == 0x7f && bytes[1] == 'E' && bytes[2] == 'L' &&
+         bytes[3] == 'F';
+}
+
+}  // namespace
+
+std::string default_cache_dir() {
+  if (auto d = env("MOETUNE_CACHE_DIR"); !d.empty()) return d;
+  if (auto x = env("XDG_CACHE_HOME"); !x.empty()) return x + "/moetune";
+  std::string home = env("HOME");
+  if (home.empty()) {
+    if (const passwd* pw = ::getpwuid(::getuid()); pw != nullptr && pw->pw_dir != nullptr) {
+      home = pw->pw_dir;
+    }
+  }
+  if (usable_dir(home)) return home + "/.cache/moetune";
+  return "/tmp/moetune-cache-" + std::to_string(::getuid());
+}
+
+std::string DiskCache::path_of(const std::string& key) const { return dir_ + "/" + key + ".cubin"; }
+
+std::optional<CacheEntry> DiskCache::read(const std::string& key) const {
+  std::ifstream in(path_of(key), std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, kMagicBytes) != 0) {
+    return std::nullopt;
+  }
+  std::uint64_t name_len = get_u64(bytes.data() + kMagicBytes);
+  std::uint64_t cubin_len = get_u64(bytes.data() + kMagicBytes + 8);
+  if (name_len > bytes.size() || cubin_len > bytes.size() ||
+      kHeaderBytes + name_len + cubin_len != bytes.size()) {
+    return std::nullopt;
+  }
+  CacheEntry e;
+  e.lowered_name.assign(bytes.data() + kHeaderBytes, name_len);
+  e.cubin.assign(bytes.begin() + static_cast<std::ptrdiff_t>(kHeaderBytes + name_len), bytes.end());
+  if (!is_elf(e.cubin) || e.lowered_name.empty()) return std::nullopt;
+  return e;
+}
+
+bool DiskCache::write(const std::string& key, const CacheEntry& entry) const {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec && !fs::is_directory(dir_)) return false;
+  std::string bytes(kMagic, kMagicBytes);
+  put_u64(bytes, entry.lowered_name.size());
+  put_u64(bytes, entry.cubin.size());
+  bytes += entry.lowered_name;
+  bytes.append(entry.cubin.data(), entry.cubin.size());
+  return write_file_atomic(path_of(key), bytes);
+}
+
+bool write_file_atomic(const std::string& path, const std::string& bytes) {
+  std::string tmpl = path + ".tmp.XXXXXX";
+  int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) return false;
+  ::fchmod(fd, 0644);
+  const char* p = bytes.data();
+  std::size_t left = bytes.size();
+  bool ok = true;
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = false;
+      break;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  ok = ok && ::fsync(fd) == 0;
+  ok = (::close(fd) == 0) && ok;
+  ok = ok && ::rename(tmpl.c_str(), path.c_str()) == 0;
+  if (!ok) ::unlink(tmpl.c_str());
+  return ok;
+}
+
+}  // namespace moetune::cuda

@@ -1,0 +1,39 @@
+// The on-disk cubin cache: one file per key, written atomically (unique temp file, fsync,
+// rename), so two processes may fill it at once without locks; a reader sees a whole file or
+// none, and a corrupt entry reads as a miss.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace moetune::cuda {
+
+// $MOETUNE_CACHE_DIR, else $XDG_CACHE_HOME/moetune, else ~/.cache/moetune, else (no usable
+// HOME) /tmp/moetune-cache-<uid>. Not created here.
+std::string default_cache_dir();
+
+struct CacheEntry {
+  std::vector<char> cubin;
+  std::string lowered_name;
+};
+
+class DiskCache {
+ public:
+  explicit DiskCache(std::string dir) : dir_(std::move(dir)) {}
+  const std::string& dir() const { return dir_; }
+  std::string path_of(const std::string& key) const;  // <dir>/<key>.cubin
+  // The entry, or nullopt when absent or invalid (bad magic, size, or not an ELF cubin).
+  std::optional<CacheEntry> read(const std::string& key) const;
+  // Creates the directory if needed; returns false (and leaves nothing behind) when the entry
+  // cannot be written: a cache that cannot be written only costs compile time.
+  bool write(const std::string& key, const CacheEntry& entry) const;
+
+ private:
+  std::string dir_;
+};
+
+// Writes `bytes` to `path` atomically: unique temp file in the same directory, fsync, rename.
+// Returns false on failure (the temp file is removed).
+bool write_file_atomic(const std::string& path, const std::string& bytes);
+
+}  // namespace moetune::cuda

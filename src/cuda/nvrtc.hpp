@@ -1,0 +1,46 @@
+// NVRTC, loaded with dlopen on first use (never linked). Compiles one program to a CUBIN for
+// one architecture; the embedded kernels/ sources are its headers, by their relative path.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace moetune::cuda {
+
+struct NvrtcHeader {
+  std::string name;  // as written in #include "...", e.g. "common/tile_math.cuh"
+  std::string text;
+};
+
+struct NvrtcProgram {
+  std::string name;     // program name (shows in logs), e.g. the kernel instance name
+  std::string source;
+  std::vector<NvrtcHeader> headers;
+  std::vector<std::string> name_expressions;  // e.g. "moetune::mma_peak<__nv_bfloat16, 4>"
+  std::string arch;                            // "sm_80", "sm_90a", ...
+  std::vector<std::string> options;            // extra options, after the standard ones
+};
+
+struct NvrtcResult {
+  bool ok = false;
+  std::vector<char> cubin;
+  std::vector<std::string> lowered_names;  // one per name expression, same order
+  std::string log;
+};
+
+// The library that was loaded, e.g. "/usr/local/cuda/lib64/libnvrtc.so.13"; throws CudaError
+// ("libnvrtc not found: tried ...") when none loads.
+std::string nvrtc_library_path();
+// "13.0". Throws CudaError when NVRTC cannot be loaded.
+std::string nvrtc_version();
+// The CUDA toolkit include directory handed to NVRTC (cuda_bf16.h, cuda_fp8.h), or "" when none
+// was found ($CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include, next to libnvrtc).
+std::string cuda_include_dir();
+// The options every compile gets: -std=c++17, --gpu-architecture=<arch>, -default-device
+// (plus -I<cuda_include_dir()> when known, which is not part of any cache key).
+std::vector<std::string> nvrtc_standard_options(const std::string& arch);
+
+// Compiles; a compile error is returned (ok=false with the log), an NVRTC failure to run at all
+// (library missing, bad arch option) throws CudaError naming the call.
+NvrtcResult nvrtc_compile(const NvrtcProgram& program);
+
+}  // namespace moetune::cuda

@@ -1,0 +1,193 @@
+// Jit on the CPU: NVRTC compiles an embedded kernel for several archs with no GPU present; the
+// disk cache is hit, missed on a changed option, survives corruption and concurrent writers.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "cuda/jit.hpp"
+#include "cuda/jit_cache.hpp"
+#include "cuda/kernel_sources.hpp"
+#include "cuda/nvrtc.hpp"
+
+namespace fs = std::filesystem;
+using moetune::cuda::CompiledKernel;
+using moetune::cuda::Jit;
+using moetune::cuda::KernelSpec;
+
+namespace {
+
+fs::path fresh_dir(const std::string& tag) {
+  fs::path dir = fs::temp_directory_path() /
+                 ("moetune-test-" + tag + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+KernelSpec mma_peak_spec(const std::string& arch, const std::string& dtype = "__nv_bfloat16") {
+  KernelSpec s;
+  s.file = "mma_peak.cuh";
+  s.kernel = "moetune::mma_peak";
+  s.template_args = {{"T", dtype}, {"kChains", "4"}};
+  s.arch = arch;
+  s.name = "mma_peak_" + arch;
+  return s;
+}
+
+bool is_elf(const std::vector<char>& b) {
+  return b.size() > 4 && b[0] == 0x7f && b[1] == 'E' && b[2] == 'L' && b[3] == 'F';
+}
+
+}  // namespace
+
+TEST(CudaJit, EmbeddedSourcesPresent) {
+  bool found = false;
+  for (const auto& s : moetune::cuda::kernel_sources()) found |= s.path == "mma_peak.cuh";
+  EXPECT_TRUE(found);
+  EXPECT_EQ(moetune::cuda::kernel_source_hash().size(), 64u);
+}
+
+TEST(CudaJit, NvrtcLoads) {
+  // Must FAIL, not skip, where NVRTC cannot be loaded: CI has the toolkit.
+  std::string version = moetune::cuda::nvrtc_version();
+  EXPECT_FALSE(version.empty());
+  EXPECT_NE(version.find('.'), std::string::npos);
+  EXPECT_FALSE(moetune::cuda::cuda_include_dir().empty()) << "cuda_bf16.h not found";
+}
+
+TEST(CudaJit, NameExpressionAndKey) {
+  KernelSpec a = mma_peak_spec("sm_90a");
+  EXPECT_EQ(a.name_expression(), "moetune::mma_peak<__nv_bfloat16, 4>");
+  EXPECT_EQ(a.cache_key().size(), 64u);
+  EXPECT_EQ(a.cache_key(), mma_peak_spec("sm_90a").cache_key());
+  EXPECT_NE(a.cache_key(), mma_peak_spec("sm_80").cache_key());
+  KernelSpec b = a;
+  b.options = {"-DMOETUNE_TEST=1"};
+  EXPECT_NE(a.cache_key(), b.cache_key());
+  KernelSpec c = a;
+  c.name = "another_name";  // the instance name is a label only
+  EXPECT_EQ(a.cache_key(), c.cache_key());
+  EXPECT_NE(a.generated_source().find("/*kChains*/ 4"), std::string::npos);
+}
+
+TEST(CudaJit, CompilesForEachArchAndCaches) {
+  fs::path dir = fresh_dir("archs");
+  for (const std::string arch : {"sm_80", "sm_90a", "sm_120"}) {
+    Jit jit(dir.string());
+    CompiledKernel first = jit.compile(mma_peak_spec(arch));
+    EXPECT_FALSE(first.from_cache) << arch;
+    EXPECT_TRUE(is_elf(first.cubin)) << arch;
+    EXPECT_EQ(first.lowered_name.rfind("_ZN7moetune8mma_peak", 0), 0u) << first.lowered_name;
+    EXPECT_TRUE(fs::exists(dir / (first.spec.cache_key() + ".cubin")));
+
+    // A fresh process-like instance: served by the disk cache, same bytes.
+    Jit again(dir.string());
+    CompiledKernel second = again.compile(mma_peak_spec(arch));
+    EXPECT_TRUE(second.from_cache) << arch;
+    EXPECT_EQ(second.cubin, first.cubin);
+    EXPECT_EQ(second.lowered_name, first.lowered_name);
+    EXPECT_EQ(again.stats().disk_hits, 1);
+    EXPECT_EQ(again.stats().nvrtc_compiles, 0);
+
+    // The same instance: served by the in-memory map.
+    CompiledKernel third = again.compile(mma_peak_spec(arch));
+    EXPECT_TRUE(third.from_cache);
+    EXPECT_EQ(again.stats().memory_hits, 1);
+  }
+  // fp8 mma for an sm_89+ target.
+  Jit jit(dir.string());
+  CompiledKernel fp8 = jit.compile(mma_peak_spec("sm_90a", "__nv_fp8_e4m3"));
+  EXPECT_TRUE(is_elf(fp8.cubin));
+  fs::remove_all(dir);
+}
+
+TEST(CudaJit, ChangedOptionMisses) {
+  fs::path dir = fresh_dir("option");
+  Jit jit(dir.string());
+  jit.compile(mma_peak_spec("sm_80"));
+  KernelSpec other = mma_peak_spec("sm_80");
+  other.options = {"-lineinfo"};
+  CompiledKernel r = jit.compile(other);
+  EXPECT_FALSE(r.from_cache);
+  EXPECT_EQ(jit.stats().nvrtc_compiles, 2);
+  fs::remove_all(dir);
+}
+
+TEST(CudaJit, CorruptEntryIsRecompiled) {
+  fs::path dir = fresh_dir("corrupt");
+  KernelSpec spec = mma_peak_spec("sm_80");
+  CompiledKernel good = Jit(dir.string()).compile(spec);
+  fs::path file = dir / (spec.cache_key() + ".cubin");
+  fs::resize_file(file, fs::file_size(file) / 2);  // a torn file
+  Jit jit(dir.string());
+  CompiledKernel r = jit.compile(spec);
+  EXPECT_FALSE(r.from_cache);
+  EXPECT_EQ(r.cubin, good.cubin);
+  EXPECT_TRUE(Jit(dir.string()).compile(spec).from_cache);  // rewritten whole
+  fs::remove_all(dir);
+}
+
+TEST(CudaJit, ConcurrentCompilesOfOneSpec) {
+  fs::path dir = fresh_dir("concurrent");
+  // Four independent instances (as four processes would be) racing on one entry.
+  std::vector<CompiledKernel> results(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] { results[t] = Jit(dir.string()).compile(mma_peak_spec("sm_90a")); });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) {
+    EXPECT_TRUE(is_elf(r.cubin));
+    EXPECT_EQ(r.cubin, results[0].cubin);
+  }
+  // No temp file left behind, exactly one entry.
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    ++files;
+    EXPECT_EQ(e.path().extension(), ".cubin") << e.path();
+  }
+  EXPECT_EQ(files, 1);
+  // And one shared instance from four threads: one NVRTC compile, three waits.
+  fs::path dir2 = fresh_dir("concurrent2");
+  Jit shared(dir2.string());
+  threads.clear();
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] { results[t] = shared.compile(mma_peak_spec("sm_80")); });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) EXPECT_TRUE(is_elf(r.cubin));
+  EXPECT_EQ(shared.stats().nvrtc_compiles, 1);
+  fs::remove_all(dir);
+  fs::remove_all(dir2);
+}
+
+TEST(CudaJit, CompileManyKeepsOrderAndCapturesFailures) {
+  fs::path dir = fresh_dir("many");
+  Jit jit(dir.string());
+  KernelSpec bad = mma_peak_spec("sm_80");
+  bad.template_args = {{"T", "__nv_bfloat16"}, {"kChains", "99"}};  // trips the static_assert
+  bad.name = "bad";
+  std::vector<KernelSpec> specs = {mma_peak_spec("sm_80"), bad, mma_peak_spec("sm_120")};
+  auto results = jit.compile_many(specs, 3);
+  ASSERT_EQ(results.size(), 3u);
+  EXPECT_TRUE(is_elf(results[0].cubin));
+  EXPECT_TRUE(results[1].cubin.empty());
+  EXPECT_NE(results[1].log.find("kChains must be in [1, 16]"), std::string::npos) << results[1].log;
+  EXPECT_EQ(results[1].spec.name, "bad");
+  EXPECT_TRUE(is_elf(results[2].cubin));
+  EXPECT_EQ(results[2].spec.arch, "sm_120");
+  fs::remove_all(dir);
+}
+
+TEST(CudaJit, CacheDirFromEnvironment) {
+  ::setenv("MOETUNE_CACHE_DIR", "/some/where", 1);
+  EXPECT_EQ(moetune::cuda::default_cache_dir(), "/some/where");
+  ::unsetenv("MOETUNE_CACHE_DIR");
+  ::setenv("XDG_CACHE_HOME", "/xdg", 1);
+  EXPECT_EQ(moetune::cuda::default_cache_dir(), "/xdg/moetune");
+  ::unsetenv("XDG_CACHE_HOME");
+  ::setenv("HOME", "/nonexistent-home-dir", 1);
+  EXPECT_EQ(moetune::cuda::default_cache_dir(), "/tmp/moetune-cache-" + std::to_string(::getuid()));
+}
