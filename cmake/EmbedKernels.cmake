@@ -1,3 +1,7 @@
+# Executables link libstdc++/libgcc statically (cmake/Static.cmake), included here so that
+# every target defined after include(EmbedKernels) gets it.
+include(Static)
+
 # Embeds every file under kernels/ into the binary as a C++ string, with a SHA-256 of all of
 # them together (the kernel source hash that keys the JIT cache and every record).
 # Generates ${CMAKE_BINARY_DIR}/generated/kernels_embedded.cpp, defining the table declared in

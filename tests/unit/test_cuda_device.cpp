@@ -1,0 +1,130 @@
+// Driver, contexts and device objects. Without a GPU: the one-line GpuUnavailable answer.
+// With a GPU (the same binary on a GPU machine): device query, buffers, streams, events, a
+// graph, and Jit::get loading and running the mma_peak kernel.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+
+#include "cuda/context.hpp"
+#include "cuda/device.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/jit.hpp"
+#include "cuda/nvml.hpp"
+#include "moetune/error.hpp"
+
+namespace cu = moetune::cuda;
+
+TEST(CudaDriver, AnswersWithOrWithoutGpu) {
+  std::string why;
+  bool ok = cu::gpu_available(&why);
+  if (ok) {
+    EXPECT_NO_THROW(cu::require_gpu());
+    EXPECT_GE(cu::device_count(), 1);
+  } else {
+    EXPECT_FALSE(why.empty());
+    EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+    try {
+      cu::require_gpu();
+      ADD_FAILURE() << "require_gpu did not throw";
+    } catch (const moetune::GpuUnavailable& e) {
+      EXPECT_EQ(std::string(e.what()), why);
+    }
+    EXPECT_THROW(cu::DeviceBuffer(1024), moetune::GpuUnavailable);
+    EXPECT_THROW(cu::Context::get(0), moetune::GpuUnavailable);
+  }
+  // NVML never fails: "unknown" values without it.
+  EXPECT_FALSE(cu::nvml_driver_version().empty());
+  EXPECT_GE(cu::nvml_clocks("0000:00:00.0").sm_mhz, 0);
+}
+
+class CudaGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cu::gpu_available()) GTEST_SKIP() << "no GPU here";
+  }
+};
+
+TEST_F(CudaGpu, DeviceQuery) {
+  cu::DeviceInfo info = cu::query_device(0);
+  EXPECT_FALSE(info.name.empty());
+  EXPECT_GE(info.cc_major, 7);
+  EXPECT_GT(info.sm_count, 0);
+  EXPECT_GE(info.smem_per_block_optin_bytes, 48 * 1024);
+  EXPECT_GT(info.l2_bytes, 0);
+  EXPECT_GT(info.memory_bytes, std::size_t(1) << 30);
+  EXPECT_GE(info.driver_version, 11000);
+  EXPECT_EQ(info.arch().rfind("sm_", 0), 0u);
+  EXPECT_EQ(info.pci_bus_id.size(), 12u) << info.pci_bus_id;
+  EXPECT_THROW(cu::query_device(1000), moetune::InputError);
+  if (info.name == "NVIDIA H200") {
+    EXPECT_EQ(info.sm_count, 132);
+    EXPECT_EQ(info.smem_per_block_optin_bytes, 232448);
+    EXPECT_EQ(info.arch(), "sm_90a");
+  }
+  if (cu::nvml_available()) {
+    cu::Clocks c = cu::nvml_clocks(info.pci_bus_id);
+    EXPECT_GT(c.sm_mhz, 0);
+    EXPECT_GE(c.sm_max_mhz, c.sm_mhz);
+  }
+}
+
+TEST_F(CudaGpu, BuffersRoundTripAndPoison) {
+  cu::Context& ctx = cu::Context::get(0);
+  std::vector<std::uint32_t> host(1 << 20);
+  std::iota(host.begin(), host.end(), 7u);
+  cu::DeviceBuffer a(ctx, host.size() * 4), b(ctx, host.size() * 4);
+  a.upload(host);
+  b.fill_u32(0xdeadbeefu);
+  EXPECT_EQ(b.download_as<std::uint32_t>(3), (std::vector<std::uint32_t>{0xdeadbeefu, 0xdeadbeefu,
+                                                                          0xdeadbeefu}));
+  cu::Stream stream(ctx);
+  b.copy_from_async(a, a.bytes(), stream);
+  stream.synchronize();
+  EXPECT_EQ(b.download_as<std::uint32_t>(host.size()), host);
+  b.fill_u8(0xff);
+  EXPECT_EQ(b.download_as<std::uint32_t>(1)[0], 0xffffffffu);
+  EXPECT_THROW(b.download(host.data(), 8, b.bytes() - 4), moetune::InputError);
+  cu::DeviceBuffer moved = std::move(a);
+  EXPECT_EQ(a.ptr(), 0u);
+  EXPECT_EQ(moved.download_as<std::uint32_t>(2), (std::vector<std::uint32_t>{7u, 8u}));
+}
+
+TEST_F(CudaGpu, JitGetLaunchesMmaPeakInAGraph) {
+  auto dir = std::filesystem::temp_directory_path() / ("moetune-gpu-" + std::to_string(::getpid()));
+  cu::Jit jit(dir.string());
+  cu::Context& ctx = cu::Context::get(0);
+  cu::KernelSpec spec;
+  spec.file = "mma_peak.cuh";
+  spec.kernel = "moetune::mma_peak";
+  spec.template_args = {{"T", "__nv_bfloat16"}, {"kChains", "4"}};
+  spec.name = "mma_peak_bf16_c4";  // arch empty: the device's
+  auto kernel = jit.get(spec);
+  EXPECT_EQ(jit.get(spec).get(), kernel.get());  // memoized per context
+  EXPECT_GT(kernel->num_regs(), 0);
+  EXPECT_EQ(kernel->local_bytes(), 0);
+  EXPECT_GT(kernel->max_active_blocks_per_sm(128, 0), 0);
+
+  const int blocks = 4, threads = 128;
+  cu::DeviceBuffer out(ctx, blocks * threads * sizeof(float));
+  out.fill_u32(0x7fc00000u);  // NaN poison
+  cu::Stream stream(ctx);
+  int iterations = 1000;
+  CUdeviceptr out_ptr = out.ptr();
+  void* args[] = {&out_ptr, &iterations};
+  cu::Graph graph;
+  graph.begin_capture(stream);
+  kernel->launch({blocks}, {threads}, 0, stream, args);
+  graph.end_capture();
+  cu::Event start(ctx), end(ctx);
+  start.record(stream);
+  graph.launch(stream);
+  end.record(stream);
+  end.synchronize();
+  EXPECT_GT(cu::Event::elapsed_ms(start, end), 0.0f);
+  auto values = out.download_as<float>(blocks * threads);
+  for (float v : values) ASSERT_TRUE(std::isfinite(v));
+  std::filesystem::remove_all(dir);
+}
