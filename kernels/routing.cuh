@@ -1,0 +1,174 @@
+// moe_routing: router logits -> top-k experts and their weights, one warp per token.
+//
+// Math (per token t, e < E_GLOBAL):
+//   s[e] = softmax(logits[t, :])[e]  (SCORING 0)  or  sigmoid(logits[t, e])  (SCORING 1)
+//   c[e] = s[e] + correction_bias[e] (HAS_BIAS) or s[e]
+//   N_GROUP > 1: group g = experts [g*E/N_GROUP, (g+1)*E/N_GROUP); its score is the sum of its
+//     two largest c (HAS_BIAS, DeepSeek noaux_tc) or its largest c; only the TOPK_GROUP best
+//     groups stay eligible (c = -inf elsewhere).
+//   selected = the TOPK largest eligible c, in descending order; a tie goes to the smaller id.
+//   topk_weights[t, j] = s[selected_j] / (RENORMALIZE ? Σ_j s[selected_j] : 1) · routed_scaling_factor
+// Matches src/moe/reference.cpp route_reference (fp64) up to fp32 rounding.
+//
+// Pointers: router_logits [M, E_GLOBAL] fp32 (the caller's); correction_bias [E_GLOBAL] fp32
+// (HAS_BIAS only); topk_ids [M, TOPK] int32, global expert ids; topk_weights [M, TOPK] fp32.
+// Grid: ceil(M / WARPS) blocks of WARPS warps; warp w of block b routes token b*WARPS + w.
+// Shared memory (N_GROUP > 1 only): c of each warp's token, WARPS x E_GLOBAL fp32.
+#pragma once
+
+namespace moetune {
+namespace routing_detail {
+
+// Largest (v, i) over the warp; a tie goes to the smaller i. Every lane gets the winner.
+__device__ __forceinline__ void warp_argmax(float& v, int& i) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, off);
+    const int oi = __shfl_xor_sync(0xffffffffu, i, off);
+    if (ov > v || (ov == v && oi < i)) {
+      v = ov;
+      i = oi;
+    }
+  }
+}
+
+}  // namespace routing_detail
+
+template <int E_GLOBAL,     // experts in the model (router width), <= 1024
+          int TOPK,         // experts per token
+          int SCORING,      // 0: softmax, 1: sigmoid
+          int N_GROUP,      // expert groups (1: no grouping), <= 32
+          int TOPK_GROUP,   // groups kept per token (N_GROUP > 1)
+          bool HAS_BIAS,    // add correction_bias to the selection score
+          bool RENORMALIZE, // divide the selected weights by their sum
+          int WARPS>        // tokens per block
+__global__ void __launch_bounds__(WARPS * 32)
+    moe_routing(const float* __restrict__ router_logits, const float* __restrict__ correction_bias,
+                int* __restrict__ topk_ids, float* __restrict__ topk_weights, long long M,
+                float routed_scaling_factor) {
+  constexpr int kPer = (E_GLOBAL + 31) / 32;  // experts per lane: e = lane + 32 * j
+  constexpr int kGroupSize = E_GLOBAL / N_GROUP;
+  const float kNegInf = -__int_as_float(0x7f800000);
+  static_assert(E_GLOBAL >= 1 && E_GLOBAL <= 1024, "E_GLOBAL must be in [1, 1024]");
+  static_assert(TOPK >= 1 && TOPK <= E_GLOBAL, "TOPK must be in [1, E_GLOBAL]");
+  static_assert(SCORING == 0 || SCORING == 1, "SCORING: 0 softmax, 1 sigmoid");
+  static_assert(N_GROUP >= 1 && N_GROUP <= 32 && E_GLOBAL % N_GROUP == 0,
+                "N_GROUP must divide E_GLOBAL and be <= 32");
+  static_assert(N_GROUP == 1 || (TOPK_GROUP >= 1 && TOPK_GROUP <= N_GROUP &&
+                                 TOPK_GROUP * kGroupSize >= TOPK),
+                "TOPK_GROUP groups must hold at least TOPK experts");
+  __shared__ float s_choice[N_GROUP > 1 ? WARPS : 1][N_GROUP > 1 ? E_GLOBAL : 1];
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const long long t = static_cast<long long>(blockIdx.x) * WARPS + warp;
+  if (t >= M) return;  // the whole warp leaves together
+  const float* row = router_logits + t * E_GLOBAL;
+
+  float s[kPer], c[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int e = lane + 32 * j;
+    s[j] = e < E_GLOBAL ? row[e] : kNegInf;
+  }
+  if constexpr (SCORING == 0) {
+    float mx = kNegInf;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) mx = fmaxf(mx, s[j]);
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      s[j] = lane + 32 * j < E_GLOBAL ? expf(s[j] - mx) : 0.0f;
+      sum += s[j];
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) s[j] /= sum;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      s[j] = lane + 32 * j < E_GLOBAL ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int e = lane + 32 * j;
+    c[j] = e < E_GLOBAL ? (HAS_BIAS ? s[j] + correction_bias[e] : s[j]) : kNegInf;
+  }
+
+  if constexpr (N_GROUP > 1) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (lane + 32 * j < E_GLOBAL) s_choice[warp][lane + 32 * j] = c[j];
+    __syncwarp();
+    float gscore = kNegInf;
+    if (lane < N_GROUP) {
+      float top1 = kNegInf, top2 = kNegInf;
+      for (int i = 0; i < kGroupSize; ++i) {
+        const float v = s_choice[warp][lane * kGroupSize + i];
+        if (v > top1) {
+          top2 = top1;
+          top1 = v;
+        } else if (v > top2) {
+          top2 = v;
+        }
+      }
+      gscore = (HAS_BIAS && kGroupSize > 1) ? top1 + top2 : top1;
+    }
+    unsigned keep = 0;
+#pragma unroll
+    for (int k = 0; k < TOPK_GROUP; ++k) {
+      float v = gscore;
+      int g = lane < N_GROUP ? lane : 32;
+      routing_detail::warp_argmax(v, g);
+      keep |= 1u << g;
+      if (lane == g) gscore = kNegInf;
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int e = lane + 32 * j;
+      if (e < E_GLOBAL && !((keep >> (e / kGroupSize)) & 1u)) c[j] = kNegInf;
+    }
+  }
+
+  int ids[TOPK];
+  float w[TOPK];
+  float wsum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < TOPK; ++k) {
+    float v = kNegInf;
+    int e = 0x7fffffff;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      if (c[j] > v) {  // strict: the smaller id wins a tie within the lane
+        v = c[j];
+        e = lane + 32 * j;
+      }
+    }
+    routing_detail::warp_argmax(v, e);
+    float sv = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      if (lane + 32 * j == e) {
+        sv = s[j];
+        c[j] = kNegInf;  // taken
+      }
+    }
+    sv = __shfl_sync(0xffffffffu, sv, e % 32);
+    ids[k] = e;
+    w[k] = sv;
+    wsum += sv;
+  }
+  if (lane == 0) {
+    const float norm = RENORMALIZE ? routed_scaling_factor / wsum : routed_scaling_factor;
+#pragma unroll
+    for (int k = 0; k < TOPK; ++k) {
+      topk_ids[t * TOPK + k] = ids[k];
+      topk_weights[t * TOPK + k] = w[k] * norm;
+    }
+  }
+}
+
+}  // namespace moetune

@@ -1,0 +1,45 @@
+// topk_reduce: the sum over each token's top-k slots after GEMM2 (which already multiplied
+// each slot's row by its routed weight).
+//
+// Math: out[t, k] = Σ_{j < TOPK, topk_ids[t, j] on this rank} y[t * TOPK + j, k], fp32 sum in
+// order j = 0..TOPK-1 (deterministic), rounded once to ACT; a token with no local slot gets 0.
+// Pointers: y [M * TOPK, K] ACT (GEMM2's output; rows of other ranks' slots are never read);
+// topk_ids [M, TOPK] int32 (global ids); out [M, K] ACT (the layer's output).
+// Grid: grid-stride over M * K / 8 eight-element vectors.
+#pragma once
+#include "common/act.cuh"
+
+namespace moetune {
+
+template <int ACT,      // tile_math::kDtypeBf16 / kDtypeFp16
+          int K,        // hidden size
+          int TOPK,     // experts per token
+          int THREADS>  // threads per block
+__global__ void __launch_bounds__(THREADS)
+    topk_reduce(const void* __restrict__ y, void* __restrict__ out,
+                const int* __restrict__ topk_ids, long long M, int expert_start, int E) {
+  static_assert(K % 8 == 0, "K must be a multiple of 8 (16-byte vectors)");
+  constexpr int kVecs = K / 8;
+  const unsigned char* yb = static_cast<const unsigned char*>(y);
+  unsigned char* ob = static_cast<unsigned char*>(out);
+  const long long total = M * kVecs;
+  for (long long v = static_cast<long long>(blockIdx.x) * THREADS + threadIdx.x; v < total;
+       v += static_cast<long long>(gridDim.x) * THREADS) {
+    const long long t = v / kVecs;
+    const long long k0 = (v % kVecs) * 8;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+    for (int j = 0; j < TOPK; ++j) {
+      const int e = topk_ids[t * TOPK + j] - expert_start;
+      if (static_cast<unsigned>(e) < static_cast<unsigned>(E)) {
+        float f[8];
+        act::load8<ACT>(yb + ((t * TOPK + j) * K + k0) * 2, f);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] += f[i];
+      }
+    }
+    act::store8<ACT>(ob + (t * K + k0) * 2, acc);
+  }
+}
+
+}  // namespace moetune
