@@ -1,0 +1,100 @@
+// Routing fields: scoring, renormalize, grouped top-k, scaling, correction bias.
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "moetune/error.hpp"
+#include "moetune/model.hpp"
+
+namespace moetune {
+namespace {
+
+using nlohmann::json;
+
+Routing routing_of(const std::string& file) {
+  std::ifstream in(std::string(MOETUNE_TEST_DATA) + "/model_configs/" + file);
+  return parse_hf_config(json::parse(in), {}).routing;
+}
+
+InputError input_error(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const InputError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no InputError thrown";
+  return InputError("", "", "");
+}
+
+json tiny() {
+  return json::parse(R"({"num_experts": 16, "num_experts_per_tok": 4,
+    "moe_intermediate_size": 256, "hidden_size": 512})");
+}
+
+TEST(Routing, DeepseekV3GroupedSigmoidWithBias) {
+  const Routing r = routing_of("deepseek-v3.json");
+  EXPECT_EQ(r.scoring, "sigmoid");
+  EXPECT_TRUE(r.renormalize);
+  EXPECT_EQ(r.n_group, 8);
+  EXPECT_EQ(r.topk_group, 4);
+  EXPECT_DOUBLE_EQ(r.routed_scaling_factor, 2.5);
+  EXPECT_TRUE(r.correction_bias);
+}
+
+TEST(Routing, OlmoeSoftmaxWithoutRenormalize) {
+  const Routing r = routing_of("olmoe-1b-7b-0924.json");
+  EXPECT_EQ(r.scoring, "softmax");
+  EXPECT_FALSE(r.renormalize);
+  EXPECT_EQ(r.n_group, 1);
+  EXPECT_EQ(r.topk_group, 1);
+  EXPECT_DOUBLE_EQ(r.routed_scaling_factor, 1.0);
+  EXPECT_FALSE(r.correction_bias);
+}
+
+TEST(Routing, DefaultsWhenAbsent) {
+  const Routing r = routing_of("mixtral-8x7b-v0.1.json");
+  EXPECT_EQ(r.scoring, "softmax");
+  EXPECT_TRUE(r.renormalize);
+  EXPECT_EQ(r.n_group, 1);
+  EXPECT_FALSE(r.correction_bias);
+  const Routing kimi = routing_of("kimi-k2-instruct.json");
+  EXPECT_DOUBLE_EQ(kimi.routed_scaling_factor, 2.827);
+  EXPECT_EQ(kimi.n_group, 1);
+}
+
+TEST(Routing, NullFieldsAreAbsent) {
+  json c = tiny();
+  c["n_group"] = nullptr;
+  c["topk_group"] = nullptr;
+  c["scoring_func"] = nullptr;
+  const Routing r = parse_hf_config(c, {}).routing;
+  EXPECT_EQ(r.n_group, 1);
+  EXPECT_EQ(r.scoring, "softmax");
+}
+
+TEST(Routing, BadFields) {
+  json c = tiny();
+  c["scoring_func"] = "sparsemax";
+  EXPECT_EQ(input_error([&] { parse_hf_config(c, {}); }).field(), "scoring_func");
+  c = tiny();
+  c["n_group"] = 3;  // 16 experts do not split into 3 groups
+  EXPECT_EQ(input_error([&] { parse_hf_config(c, {}); }).field(), "n_group");
+  c["n_group"] = 4;
+  c["topk_group"] = 5;
+  EXPECT_EQ(input_error([&] { parse_hf_config(c, {}); }).field(), "topk_group");
+  c["n_group"] = 8;  // groups of 2, keeping 1 group: 2 experts < topk 4
+  c["topk_group"] = 1;
+  EXPECT_EQ(input_error([&] { parse_hf_config(c, {}); }).field(), "topk_group");
+  c = tiny();
+  c["norm_topk_prob"] = "yes";
+  EXPECT_EQ(input_error([&] { parse_hf_config(c, {}); }).field(), "norm_topk_prob");
+  c = tiny();
+  c["routed_scaling_factor"] = 0;
+  EXPECT_EQ(input_error([&] { parse_hf_config(c, {}); }).field(), "routed_scaling_factor");
+}
+
+}  // namespace
+}  // namespace moetune
