@@ -1,0 +1,105 @@
+// TP/EP split and its refusals: N by tp, E by ep, fp8 blocks by the per-rank N and K.
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "moetune/error.hpp"
+#include "moetune/model.hpp"
+
+namespace moetune {
+namespace {
+
+using nlohmann::json;
+
+json model_config(const std::string& file) {
+  std::ifstream in(std::string(MOETUNE_TEST_DATA) + "/model_configs/" + file);
+  return json::parse(in);
+}
+
+InputError input_error(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const InputError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no InputError thrown";
+  return InputError("", "", "");
+}
+
+ModelOptions par(int tp, int ep) {
+  ModelOptions o;
+  o.tp = tp;
+  o.ep = ep;
+  return o;
+}
+
+TEST(Parallel, SplitsNByTpAndEByEp) {
+  const MoeShape s = parse_hf_config(model_config("deepseek-v3.json"), par(4, 8));
+  EXPECT_EQ(s.tp, 4);
+  EXPECT_EQ(s.ep, 8);
+  EXPECT_EQ(s.N, 512);
+  EXPECT_EQ(s.E, 32);
+  EXPECT_EQ(s.E_global, 256);
+  EXPECT_EQ(s.K, 7168);  // never split
+  EXPECT_EQ(s.topk, 8);  // model-wide
+}
+
+TEST(Parallel, TpMustDivideTheExpertSize) {
+  const InputError e = input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(5, 1)); });
+  EXPECT_EQ(e.field(), "tp");
+  EXPECT_EQ(e.value(), "5");
+  EXPECT_EQ(e.reason(), "moe_intermediate_size 768 is not divisible by --tp 5");
+}
+
+TEST(Parallel, EpMustDivideTheExperts) {
+  const InputError e = input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(1, 3)); });
+  EXPECT_EQ(e.field(), "ep");
+  EXPECT_EQ(e.value(), "3");
+  EXPECT_NE(e.reason().find("128"), std::string::npos) << e.reason();
+  EXPECT_NE(e.reason().find("--ep 3"), std::string::npos) << e.reason();
+}
+
+TEST(Parallel, TpAndEpAtLeastOne) {
+  EXPECT_EQ(input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(0, 1)); }).field(),
+            "tp");
+  EXPECT_EQ(input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(1, -2)); }).field(),
+            "ep");
+}
+
+TEST(Parallel, Fp8BlockMustDivideTheRankN) {
+  // 1536 / 8 = 192: not a multiple of the 128-wide block.
+  const InputError e = input_error([] {
+    parse_hf_config(model_config("qwen3-235b-a22b-fp8.json"), par(8, 1));
+  });
+  EXPECT_EQ(e.field(), "tp");
+  EXPECT_EQ(e.value(), "8");
+  EXPECT_NE(e.reason().find("192"), std::string::npos);
+  EXPECT_NE(e.reason().find("128"), std::string::npos);
+  // TP 4 gives 384 = 3 * 128: fine.
+  EXPECT_EQ(parse_hf_config(model_config("qwen3-235b-a22b-fp8.json"), par(4, 1)).N, 384);
+  // The same model as bf16 splits by 8.
+  ModelOptions bf16 = par(8, 1);
+  bf16.dtype = "bf16";
+  EXPECT_EQ(parse_hf_config(model_config("qwen3-235b-a22b-fp8.json"), bf16).N, 192);
+}
+
+TEST(Parallel, Fp8BlockMustDivideNAndKWithoutTp) {
+  ModelOptions o;
+  o.dtype = "fp8_w8a8";
+  o.block_shape = std::array<int, 2>{128, 128};
+  // gpt-oss: N = K = 2880 = 22.5 * 128.
+  const InputError n = input_error([&] { parse_hf_config(model_config("gpt-oss-20b.json"), o); });
+  EXPECT_EQ(n.field(), "block-shape");
+  EXPECT_NE(n.reason().find("2880"), std::string::npos);
+  o.block_shape = std::array<int, 2>{64, 128};  // N 2880 = 45 * 64, K still not
+  const InputError k = input_error([&] { parse_hf_config(model_config("gpt-oss-20b.json"), o); });
+  EXPECT_EQ(k.field(), "block-shape");
+  EXPECT_EQ(k.value(), "64,128");
+  EXPECT_NE(k.reason().find("K 2880"), std::string::npos) << k.reason();
+}
+
+}  // namespace
+}  // namespace moetune
