@@ -213,11 +213,20 @@ const std::vector<GpuSpec>& gpu_specs() {
 const GpuSpec* find_gpu(std::string_view name_or_alias) {
   const std::string key = normalize(name_or_alias);
   if (key.empty()) return nullptr;
-  for (const GpuSpec& g : gpu_specs()) {
-    if (normalize(g.name) == key) return &g;
-    for (const std::string& a : g.aliases) {
-      if (normalize(a) == key) return &g;
+  auto match = [](const std::string& k) -> const GpuSpec* {
+    for (const GpuSpec& g : gpu_specs()) {
+      if (normalize(g.name) == k) return &g;
+      for (const std::string& a : g.aliases) {
+        if (normalize(a) == k) return &g;
+      }
     }
+    return nullptr;
+  };
+  if (const GpuSpec* g = match(key)) return g;
+  // "nvidia-h100" or "NVIDIA RTX 5090": the vendor prefix before an alias.
+  constexpr std::string_view kVendor = "nvidia ";
+  if (key.size() > kVendor.size() && key.compare(0, kVendor.size(), kVendor) == 0) {
+    return match(key.substr(kVendor.size()));
   }
   return nullptr;
 }

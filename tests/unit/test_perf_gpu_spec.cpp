@@ -42,6 +42,8 @@ TEST(GpuSpec, LookupByCudaNameAndAliases) {
 
   EXPECT_EQ(require_gpu("NVIDIA_H100_80GB_HBM3").name, "NVIDIA H100 80GB HBM3");
   EXPECT_EQ(require_gpu("h100").name, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(require_gpu("nvidia-h100").name, "NVIDIA H100 80GB HBM3");  // vendor + alias
+  EXPECT_EQ(require_gpu("NVIDIA RTX 5090").name, "NVIDIA GeForce RTX 5090");
   EXPECT_EQ(require_gpu("H20").name, "NVIDIA H20");
   EXPECT_EQ(require_gpu("b200").name, "NVIDIA B200");
   EXPECT_EQ(require_gpu("rtx-pro-6000").name, "NVIDIA RTX PRO 6000 Blackwell Server Edition");
