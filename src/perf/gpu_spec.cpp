@@ -60,6 +60,46 @@ std::vector<GpuSpec> build_table() {
                 "CUDA C++ Programming Guide (compute capabilities)";
   t.push_back(h100);
 
+  // Other Hopper boards, so that a local one gets datasheet peaks rather than none.
+  GpuSpec h800 = h100;  // export variant of the H100 SXM: same memory and tensor cores
+  h800.name = "NVIDIA H800";
+  h800.aliases = {"H800"};
+  h800.source = "NVIDIA H800 product brief (H100 SXM compute and memory); CUDA C++ Programming "
+                "Guide (compute capabilities)";
+  t.push_back(h800);
+
+  GpuSpec h100_nvl = h100;
+  h100_nvl.name = "NVIDIA H100 NVL";
+  h100_nvl.aliases = {"H100-NVL"};
+  h100_nvl.mem_bandwidth_Bps = 3900 * kGBps;  // H100 datasheet, NVL: 3.9 TB/s HBM3
+  h100_nvl.bf16_flops = 835.5 * kTflops;      // H100 datasheet, NVL: BF16 1,671 TFLOPS sparse
+  h100_nvl.fp16_flops = 835.5 * kTflops;
+  h100_nvl.fp8_flops = 1670.5 * kTflops;      // H100 datasheet, NVL: FP8 3,341 TFLOPS sparse
+  h100_nvl.source = "NVIDIA H100 Tensor Core GPU datasheet (NVL); CUDA C++ Programming Guide";
+  t.push_back(h100_nvl);
+
+  GpuSpec h100_pcie = h100;
+  h100_pcie.name = "NVIDIA H100 PCIe";
+  h100_pcie.aliases = {"H100-PCIe"};
+  h100_pcie.mem_bandwidth_Bps = 2000 * kGBps;  // H100 datasheet, PCIe: 2 TB/s HBM2e
+  h100_pcie.bf16_flops = 756.5 * kTflops;      // H100 datasheet, PCIe: BF16 1,513 TFLOPS sparse
+  h100_pcie.fp16_flops = 756.5 * kTflops;
+  h100_pcie.fp8_flops = 1513 * kTflops;        // H100 datasheet, PCIe: FP8 3,026 TFLOPS sparse
+  h100_pcie.sm_count = 114;                    // Hopper whitepaper: H100 PCIe has 114 SMs
+  h100_pcie.source = "NVIDIA H100 Tensor Core GPU datasheet (PCIe); NVIDIA H100 (Hopper) "
+                     "whitepaper; CUDA C++ Programming Guide";
+  t.push_back(h100_pcie);
+
+  GpuSpec h200_nvl = h200;
+  h200_nvl.name = "NVIDIA H200 NVL";
+  h200_nvl.aliases = {"H200-NVL"};
+  h200_nvl.bf16_flops = 835.5 * kTflops;  // H200 datasheet, NVL: BF16 1,671 TFLOPS sparse
+  h200_nvl.fp16_flops = 835.5 * kTflops;
+  h200_nvl.fp8_flops = 1670.5 * kTflops;  // H200 datasheet, NVL: FP8 3,341 TFLOPS sparse
+  h200_nvl.source = "NVIDIA H200 Tensor Core GPU datasheet (NVL: 4.8 TB/s); CUDA C++ "
+                    "Programming Guide";
+  t.push_back(h200_nvl);
+
   GpuSpec h20;
   h20.name = "NVIDIA H20";
   h20.aliases = {"H20"};

@@ -45,6 +45,10 @@ TEST(GpuSpec, LookupByCudaNameAndAliases) {
   EXPECT_EQ(require_gpu("nvidia-h100").name, "NVIDIA H100 80GB HBM3");  // vendor + alias
   EXPECT_EQ(require_gpu("NVIDIA RTX 5090").name, "NVIDIA GeForce RTX 5090");
   EXPECT_EQ(require_gpu("H20").name, "NVIDIA H20");
+  EXPECT_EQ(require_gpu("NVIDIA H100 PCIe").sm_count, 114);
+  EXPECT_EQ(require_gpu("h200-nvl").name, "NVIDIA H200 NVL");
+  EXPECT_DOUBLE_EQ(require_gpu("NVIDIA_H200_NVL").mem_bandwidth_Bps, 4.8e12);
+  EXPECT_EQ(require_gpu("H800").arch(), "sm_90a");
   EXPECT_EQ(require_gpu("b200").name, "NVIDIA B200");
   EXPECT_EQ(require_gpu("rtx-pro-6000").name, "NVIDIA RTX PRO 6000 Blackwell Server Edition");
   EXPECT_EQ(require_gpu("NVIDIA_RTX_PRO_6000_Blackwell_Workstation_Edition").name,
@@ -82,7 +86,7 @@ TEST(GpuSpec, EveryNameAndAliasFindsItsOwnEntry) {
 }
 
 TEST(GpuSpec, EveryEntryIsComplete) {
-  ASSERT_GE(gpu_specs().size(), 9u);
+  ASSERT_GE(gpu_specs().size(), 13u);
   for (const GpuSpec& g : gpu_specs()) {
     SCOPED_TRACE(g.name);
     EXPECT_FALSE(g.aliases.empty());
