@@ -1,0 +1,212 @@
+// The tuner: search space, pruning before any compile, a plan (`tune --dry-run`), and the sweep
+// itself behind an Evaluator (src/tune/evaluator.hpp), writing config tables, sidecars, a JSON
+// Lines record log and a report. CPU only: the GPU enters through an Evaluator.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "moetune/config.hpp"
+#include "moetune/gpu_spec.hpp"
+#include "moetune/model.hpp"
+#include "moetune/roofline.hpp"
+#include "moetune/stats.hpp"
+
+namespace moetune::tune {
+
+// The two grouped GEMMs of a layer: up = GEMM1 with w13 (N_out = 2N, reduction K),
+// down = GEMM2 with w2 (N_out = K, reduction N). Spelled "up" / "down" as in src/gemm.
+enum class Stage { up, down };
+std::string_view to_string(Stage s);
+
+// Where the numbers come from; every field goes into the record log header and the sidecars.
+// The CLI fills what it knows (kernel_source_hash from moetune_cuda, driver/CUDA/NVRTC from the
+// device); empty fields are written as empty strings.
+struct Provenance {
+  std::string device_name;         // as CUDA reports it (defaults to the GpuSpec's name)
+  std::string driver_version;
+  std::string cuda_version;
+  std::string nvrtc_version;
+  std::string moetune_version;
+  std::string kernel_source_hash;  // keys the log, the sidecar and the overwrite check
+  std::string git_revision;
+  std::vector<std::string> argv;
+};
+
+struct TuneOptions {
+  MoeShape shape;
+  GpuSpec gpu;                      // the target (spec-table entry)
+  std::vector<int> batch;           // batch sizes M to tune; empty = default_batch_sizes()
+  double budget_s = 0;              // wall-time cap for the sweep; 0 = none
+  int gpus = 1;                     // evaluators used in parallel (one per GPU)
+  std::filesystem::path out_dir = ".";
+  Naming naming = Naming::sglang;
+  bool exhaustive = false;          // measure every valid config (the tuner's quality check)
+  bool resume = false;              // reuse the measured records of the log in out_dir
+  bool force = false;               // overwrite tables whose sidecar records another K/kernel
+  bool dry_run = false;             // plan only (the CLI calls plan() and prints to_json)
+  std::uint64_t seed = 0;
+  bool write_report = true;         // Markdown + HTML report beside the tables
+  // What `shapes --json` prints for this shape; the CLI sets it, plan's JSON embeds it as-is.
+  // When null, shape_to_json(shape, provenance.device_name or gpu.name) is used.
+  nlohmann::json shape_json;
+  Provenance provenance;
+
+  // Search knobs (defaults are the shipped behaviour; tests may tighten them).
+  double keep_fraction = 0.08;      // share of the model-ranked valid configs kept per stage
+  int min_keep = 24;                // never keep fewer (unless fewer are valid)
+  int first_replays = 8;            // replays per candidate in the first halving round
+  int max_replays = 64;             // replays of the finalists
+  double halving_keep = 1.0 / 3.0;  // share kept per halving round
+  int neighbour_seeds = 3;          // winners of the nearest tuned Ms added to each M's list
+};
+
+// --- command-line helpers (InputError naming the field on junk) -----------------------------
+// "90s", "5m", "1h30m", "2h", "1.5m", "300" (seconds) -> seconds. Field "budget".
+double parse_budget(std::string_view text);
+// "1,2,4,64" -> {1,2,4,64}: positive ints, sorted, duplicates removed. Field "batch".
+std::vector<int> parse_batch_list(std::string_view text);
+// "concurrency=1..64,spec=3" -> concurrencies lo, the powers of two inside (lo, hi), and hi,
+// each times spec+1 tokens per step -> {4,8,16,32,64,128,256}. "concurrency=8" is one value;
+// spec defaults to 0. Field "serving" (or "serving.<key>" for a bad value).
+std::vector<int> serving_batch_sizes(std::string_view text);
+
+// The `shapes --json` subset the plan needs when the CLI gave none: architecture, E, E_global,
+// N, K, topk, dtype, block_shape, tp, ep, routing, moe_layers, config_file {sglang, vllm}.
+nlohmann::json shape_to_json(const MoeShape& shape, const std::string& device_name);
+
+// --- search space ---------------------------------------------------------------------------
+// Values of each key, JSON spelling; the classic 1,920 times moetune's own keys.
+struct SearchSpace {
+  std::vector<std::pair<std::string, std::vector<int>>> axes;
+  std::size_t size() const;             // product of the axes (per GEMM)
+  std::vector<KernelConfig> configs() const;  // every combination, in axis order
+  nlohmann::json to_json() const;       // {"BLOCK_SIZE_M": [16, ...], ...}
+};
+// BLOCK_SIZE_M {16..256} x BLOCK_SIZE_N {32..256} x BLOCK_SIZE_K {64,128,256} x GROUP_SIZE_M
+// {1,16,32,64} x num_warps {4,8} x num_stages {2..5} x SPLIT_K {1,2,4}.
+const SearchSpace& default_space();
+
+// --- pruning and the plan -------------------------------------------------------------------
+// Pruning reasons, in the order they are tried (one reason per config):
+//   "block_k", "tile_rule", "smem"    validate_config, by rule (plus shape rules, e.g. SPLIT_K
+//                                     slices shorter than one K-tile: tile_rule)
+//   "block_m_alignment"               down only: BLOCK_SIZE_M differs from the up choice
+//   "duplicate_effect"                same kernel behaviour as a kept config (e.g. GROUP_SIZE_M
+//                                     when every expert has one M-tile)
+//   "dominated_by_model"              outside the top share by predicted time
+struct StagePlan {
+  Stage stage = Stage::up;
+  std::vector<KernelConfig> candidates;  // ranked by predicted time, fastest first
+  std::vector<double> predicted_s;       // same order
+  std::map<std::string, long> pruned;    // reason -> count
+  KernelConfig default_config;           // always among the candidates
+};
+struct PlanRow {
+  int M = 0;
+  long space = 0;       // every config of the space, both GEMMs
+  long candidates = 0;  // left to measure after pruning, both GEMMs
+  std::map<std::string, long> pruned;
+  double estimated_s = 0;
+  StagePlan up, down;
+};
+struct TunePlan {
+  nlohmann::json shape;
+  std::vector<int> batch;
+  std::vector<PlanRow> rows;
+  double estimated_seconds = 0;
+};
+// Prunes one stage at M. `up_block_m` restricts down's BLOCK_SIZE_M (one alignment).
+StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage,
+                     std::optional<int> up_block_m = std::nullopt);
+// The whole plan (down restricted to the model's best up BLOCK_SIZE_M at each M).
+TunePlan plan(const TuneOptions& opts);
+// DESIGN.md's `tune --dry-run --json`: {"shape", "batch", "plan": [{"M", "space", "candidates",
+// "pruned"}], "estimated_seconds"}.
+nlohmann::json to_json(const TunePlan& p);
+
+// --- the sweep ------------------------------------------------------------------------------
+// One stage's outcome at one M.
+struct StageOutcome {
+  KernelConfig default_config;
+  KernelConfig chosen;                 // what the table holds
+  std::optional<KernelConfig> winner;  // the fastest measured (accuracy-checked) config
+  std::optional<KernelConfig> runner_up;
+  std::vector<double> default_times_s, winner_times_s, chosen_times_s;
+  Summary default_summary, winner_summary, chosen_summary;
+  std::optional<Comparison> winner_vs_default;   // verdict decides the trust rule
+  std::optional<Comparison> winner_vs_runner_up; // the margin (ratio < 1: winner faster)
+  int measured = 0;                    // candidates measured (ok or failed)
+  std::map<std::string, int> failures; // status -> count (compile_failed, wrong_result, ...)
+  std::vector<std::string> notes;      // e.g. "winner m64n128k128... failed check; next taken"
+};
+
+// Per-M flag: "tuned", "within noise" (best not significantly faster, default kept),
+// "kept default" (slower, failed checks, nothing measured ok), "not reached" (budget).
+struct MResult {
+  int M = 0;
+  std::string flag = "not reached";
+  bool reached = false;
+  StageOutcome up, down;
+  // Both GEMMs (replay-wise sums of the stages' per-replay times).
+  std::vector<double> default_total_s, tuned_total_s;
+  Summary default_total, tuned_total;
+  std::optional<Comparison> tuned_vs_default;
+  RooflineRow floor;
+  double margin_ratio = 1;  // winner / runner-up median ratio of the total (<= 1)
+};
+
+struct TuneResult {
+  std::vector<MResult> rows;  // in batch order
+  ConfigTable up, down;
+  std::filesystem::path up_table, down_table, up_sidecar, down_sidecar, log_path;
+  std::filesystem::path report_md, report_html;
+  double elapsed_s = 0;
+  long measurements = 0;       // candidate evaluations sent to evaluators (not resumed ones)
+  long resumed = 0;            // results taken from the log
+  bool budget_exhausted = false;
+  std::string strategy;        // "successive_halving" or "exhaustive"
+};
+
+class Evaluator;      // src/tune/evaluator.hpp
+class EvaluatorPool;  // src/tune/evaluator.hpp
+
+// Progress callbacks (the CLI draws a bar on a TTY, plain lines otherwise). Called from the
+// sweep's threads, one call at a time (the tuner serializes them). Default: do nothing.
+class ProgressSink {
+ public:
+  virtual ~ProgressSink() = default;
+  // Starting batch size M, the index-th of total (0-based), on worker `worker` (one per GPU).
+  virtual void started_M(int M, int index, int total, int worker) {
+    (void)M, (void)index, (void)total, (void)worker;
+  }
+  // A candidate finished (measured, failed or resumed): done of about planned for this M.
+  virtual void candidate_done(int M, Stage stage, const KernelConfig& config,
+                              const std::string& status, int done, int planned) {
+    (void)M, (void)stage, (void)config, (void)status, (void)done, (void)planned;
+  }
+  // Elapsed wall time and the estimate of what is left (seconds), after each round.
+  virtual void eta(double elapsed_s, double remaining_s) { (void)elapsed_s, (void)remaining_s; }
+  virtual void finished_M(const MResult& row) { (void)row; }
+};
+using NullProgress = ProgressSink;
+
+// Runs the sweep; writes tables, sidecars, the log (and the report when write_report).
+// Throws InputError("out", ...) before measuring when a table in out_dir has a sidecar with
+// another K or kernel hash and !force; InputError("resume.<field>", ...) on a foreign log.
+TuneResult run_tune(const TuneOptions& opts, Evaluator& evaluator, ProgressSink& progress);
+// One thread per evaluator (one per GPU); batch sizes dispatched from a queue.
+TuneResult run_tune(const TuneOptions& opts, EvaluatorPool& pool, ProgressSink& progress);
+
+// The file names in out_dir for these options.
+std::filesystem::path up_table_path(const TuneOptions& opts);
+std::filesystem::path down_table_path(const TuneOptions& opts);
+std::filesystem::path log_path(const TuneOptions& opts);
+
+}  // namespace moetune::tune

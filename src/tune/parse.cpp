@@ -1,0 +1,179 @@
+// Command-line helpers of `moetune tune`: --budget, --batch, --serving. InputError names the
+// field and the text at fault.
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "moetune/error.hpp"
+#include "moetune/tuner.hpp"
+
+namespace moetune::tune {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// A plain positive decimal int (no sign, no spaces inside); nullopt otherwise.
+std::optional<int> positive_int(std::string_view s) {
+  s = trim(s);
+  if (s.empty() || s.front() == '+' || s.front() == '-') return std::nullopt;
+  int v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
+  return v;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t pos = s.find(sep, start);
+    out.push_back(s.substr(start, pos == std::string_view::npos ? pos : pos - start));
+    if (pos == std::string_view::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+double parse_budget(std::string_view text) {
+  const std::string value(text);
+  const std::string_view s = trim(text);
+  if (s.empty()) throw InputError("budget", "\"\"", "empty; expected e.g. 90s, 5m, 1h30m");
+  double total_s = 0;
+  std::size_t i = 0;
+  char last_unit = 0;
+  bool any = false;
+  while (i < s.size()) {
+    std::size_t j = i;
+    while (j < s.size() && (std::isdigit(static_cast<unsigned char>(s[j])) || s[j] == '.')) ++j;
+    if (j == i) {
+      throw InputError("budget", value, "expected a number before each unit (e.g. 1h30m)");
+    }
+    double number = 0;
+    const auto [end, ec] = std::from_chars(s.data() + i, s.data() + j, number);
+    if (ec != std::errc() || end != s.data() + j) {
+      throw InputError("budget", value, "not a number");
+    }
+    char unit = 's';
+    if (j < s.size()) {
+      unit = s[j];
+      ++j;
+    } else if (any) {
+      throw InputError("budget", value, "a unit (h, m, s) must follow each number");
+    }
+    double scale = 0;
+    switch (unit) {
+      case 'h': scale = 3600; break;
+      case 'm': scale = 60; break;
+      case 's': scale = 1; break;
+      default:
+        throw InputError("budget", value,
+                         fmt::format("unknown unit '{}'; use h, m or s (e.g. 1h30m)", unit));
+    }
+    // Units must descend (h, then m, then s), each once.
+    const auto rank = [](char u) { return u == 'h' ? 0 : u == 'm' ? 1 : 2; };
+    if (last_unit && rank(unit) <= rank(last_unit)) {
+      throw InputError("budget", value, "units must come in the order h, m, s, each once");
+    }
+    last_unit = unit;
+    total_s += number * scale;
+    any = true;
+    i = j;
+  }
+  if (!(total_s > 0) || !std::isfinite(total_s)) {
+    throw InputError("budget", value, "must be a positive duration");
+  }
+  return total_s;
+}
+
+std::vector<int> parse_batch_list(std::string_view text) {
+  const std::string value(text);
+  std::vector<int> out;
+  for (std::string_view part : split(text, ',')) {
+    const std::optional<int> v = positive_int(part);
+    if (!v) {
+      throw InputError("batch", value,
+                       fmt::format("\"{}\" is not a positive integer batch size", trim(part)));
+    }
+    out.push_back(*v);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int> serving_batch_sizes(std::string_view text) {
+  const std::string value(text);
+  std::optional<int> lo, hi, spec;
+  for (std::string_view part : split(text, ',')) {
+    const std::size_t eq = part.find('=');
+    if (eq == std::string_view::npos) {
+      throw InputError("serving", value,
+                       fmt::format("\"{}\" is not key=value (e.g. concurrency=1..64,spec=3)",
+                                   trim(part)));
+    }
+    const std::string_view key = trim(part.substr(0, eq));
+    const std::string_view v = trim(part.substr(eq + 1));
+    if (key == "concurrency") {
+      if (lo) throw InputError("serving.concurrency", std::string(v), "given twice");
+      const std::size_t dots = v.find("..");
+      if (dots == std::string_view::npos) {
+        lo = hi = positive_int(v);
+      } else {
+        lo = positive_int(v.substr(0, dots));
+        hi = positive_int(v.substr(dots + 2));
+      }
+      if (!lo || !hi) {
+        throw InputError("serving.concurrency", std::string(v),
+                         "expected a positive range lo..hi (e.g. 1..64) or one value");
+      }
+      if (*lo > *hi) {
+        throw InputError("serving.concurrency", std::string(v), "range is empty (lo > hi)");
+      }
+    } else if (key == "spec") {
+      if (spec) throw InputError("serving.spec", std::string(v), "given twice");
+      if (v == "0") {
+        spec = 0;
+      } else {
+        spec = positive_int(v);
+        if (!spec) {
+          throw InputError("serving.spec", std::string(v),
+                           "expected speculative tokens per step, a non-negative integer");
+        }
+      }
+    } else {
+      throw InputError("serving", value,
+                       fmt::format("unknown key \"{}\"; known: concurrency, spec", key));
+    }
+  }
+  if (!lo) throw InputError("serving", value, "missing concurrency=lo..hi");
+  const long tokens_per_step = 1 + spec.value_or(0);
+  std::vector<long> concurrencies{*lo};
+  for (long c = 1; c < *hi; c *= 2) {
+    if (c > *lo) concurrencies.push_back(c);
+  }
+  concurrencies.push_back(*hi);
+  std::vector<int> out;
+  for (long c : concurrencies) {
+    const long M = c * tokens_per_step;
+    if (M > (1L << 30)) throw InputError("serving", value, "batch sizes beyond 2^30 tokens");
+    out.push_back(static_cast<int>(M));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace moetune::tune

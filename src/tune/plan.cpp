@@ -1,0 +1,157 @@
+// The plan of a sweep (`tune --dry-run`): per M, the space of both GEMMs, the candidates left
+// after pruning, the pruned counts by reason, and the estimated time from the cost model.
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "moetune/error.hpp"
+#include "moetune/tuner.hpp"
+#include "tune/cost_model.hpp"
+#include "tune/prune.hpp"
+#include "tune/strategy.hpp"
+
+namespace moetune::tune {
+
+nlohmann::json shape_to_json(const MoeShape& shape, const std::string& device_name) {
+  nlohmann::json j;
+  j["architecture"] = shape.architecture;
+  j["E"] = shape.E;
+  j["E_global"] = shape.E_global;
+  j["N"] = shape.N;
+  j["K"] = shape.K;
+  j["topk"] = shape.topk;
+  j["dtype"] = std::string(to_string(shape.dtype));
+  j["block_shape"] = shape.block_shape ? nlohmann::json(*shape.block_shape) : nlohmann::json();
+  j["tp"] = shape.tp;
+  j["ep"] = shape.ep;
+  j["routing"] = {{"scoring", shape.routing.scoring},
+                  {"renormalize", shape.routing.renormalize},
+                  {"n_group", shape.routing.n_group},
+                  {"topk_group", shape.routing.topk_group},
+                  {"routed_scaling_factor", shape.routing.routed_scaling_factor},
+                  {"correction_bias", shape.routing.correction_bias}};
+  j["moe_layers"] = shape.moe_layers;
+  j["config_file"] = {{"sglang", config_file_name(shape, device_name, Naming::sglang)},
+                      {"vllm", config_file_name(shape, device_name, Naming::vllm)}};
+  return j;
+}
+
+namespace {
+
+std::string device_of(const TuneOptions& o) {
+  return o.provenance.device_name.empty() ? o.gpu.name : o.provenance.device_name;
+}
+
+std::vector<int> batch_of(const TuneOptions& o) {
+  std::vector<int> b = o.batch.empty() ? default_batch_sizes() : o.batch;
+  for (int M : b) {
+    if (M < 1) throw InputError("batch", std::to_string(M), "batch sizes must be positive");
+  }
+  return b;
+}
+
+}  // namespace
+
+std::vector<int> tune_batch_sizes(const TuneOptions& o) { return batch_of(o); }
+
+KernelConfig default_config(const TuneOptions& o, int M, Stage stage) {
+  KernelConfig up = moetune_default_config(o.shape, o.gpu, M, false);
+  if (stage == Stage::up) return up;
+  KernelConfig down = moetune_default_config(o.shape, o.gpu, M, true);
+  down.BLOCK_SIZE_M = up.BLOCK_SIZE_M;  // one alignment serves both GEMMs
+  return down;
+}
+
+StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage, std::optional<int> up_block_m,
+                     const std::vector<KernelConfig>& seeds) {
+  PruneOptions po;
+  po.exhaustive = opts.exhaustive;
+  po.keep_fraction = opts.keep_fraction;
+  po.min_keep = opts.min_keep;
+  po.block_m = stage == Stage::down ? up_block_m : std::nullopt;
+  po.always = seeds;
+  KernelConfig def = default_config(opts, M, stage);
+  if (po.block_m) def.BLOCK_SIZE_M = *po.block_m;
+  return prune(default_space().configs(), opts.shape, opts.gpu, M, stage, def, po);
+}
+
+StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage, std::optional<int> up_block_m) {
+  return plan_stage(opts, M, stage, up_block_m, {});
+}
+
+double estimate_stage_s(const StagePlan& p, const TuneOptions& o) {
+  const double n = double(p.candidates.size());
+  if (n == 0) return 0;
+  double mean_pred = 0;
+  for (double t : p.predicted_s) mean_pred += t;
+  mean_pred /= n;
+  double total = n * kCompileSPerConfig / kCompileThreads + kCheckSPerWinner;
+  if (o.exhaustive) {
+    return total + n * (kSetupSPerCandidate + exhaustive_replays(o) * kCallsPerReplay * mean_pred);
+  }
+  // Successive halving: each round keeps a share and doubles the replays of the survivors.
+  double alive = n;
+  for (int replays = o.first_replays; alive >= 2 && replays <= o.max_replays; replays *= 2) {
+    total += alive * (kSetupSPerCandidate + replays * kCallsPerReplay * mean_pred);
+    alive = std::ceil(alive * o.halving_keep);
+  }
+  return total;
+}
+
+TunePlan plan(const TuneOptions& opts) {
+  TunePlan p;
+  p.shape = opts.shape_json.is_null() ? shape_to_json(opts.shape, device_of(opts))
+                                      : opts.shape_json;
+  p.batch = batch_of(opts);
+  const long space = 2L * static_cast<long>(default_space().size());
+  for (int M : p.batch) {
+    PlanRow row;
+    row.M = M;
+    row.space = space;
+    row.up = plan_stage(opts, M, Stage::up, std::nullopt);
+    // Down follows the up choice's BLOCK_SIZE_M; before measuring, the model's best up config.
+    const int block_m = row.up.candidates.empty() ? row.up.default_config.BLOCK_SIZE_M
+                                                  : row.up.candidates.front().BLOCK_SIZE_M;
+    row.down = plan_stage(opts, M, Stage::down, block_m);
+    row.candidates = long(row.up.candidates.size() + row.down.candidates.size());
+    for (const StagePlan* s : {&row.up, &row.down}) {
+      for (const auto& [reason, count] : s->pruned) row.pruned[reason] += count;
+    }
+    row.estimated_s = estimate_stage_s(row.up, opts) + estimate_stage_s(row.down, opts);
+    p.estimated_seconds += row.estimated_s;
+    p.rows.push_back(std::move(row));
+  }
+  // Batch sizes run in parallel on the GPUs.
+  p.estimated_seconds /= std::max(1, std::min<int>(opts.gpus, int(p.batch.size())));
+  if (opts.budget_s > 0) p.estimated_seconds = std::min(p.estimated_seconds, opts.budget_s);
+  return p;
+}
+
+nlohmann::json to_json(const TunePlan& p) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const PlanRow& r : p.rows) {
+    nlohmann::json pruned = nlohmann::json::object();
+    for (const auto& [reason, count] : r.pruned) pruned[reason] = count;
+    rows.push_back({{"M", r.M}, {"space", r.space}, {"candidates", r.candidates},
+                    {"pruned", pruned}});
+  }
+  return {{"shape", p.shape},
+          {"batch", p.batch},
+          {"plan", rows},
+          {"estimated_seconds", std::round(p.estimated_seconds * 10) / 10}};
+}
+
+std::filesystem::path up_table_path(const TuneOptions& o) {
+  return o.out_dir / config_file_name(o.shape, device_of(o), o.naming, false);
+}
+std::filesystem::path down_table_path(const TuneOptions& o) {
+  return o.out_dir / config_file_name(o.shape, device_of(o), o.naming, true);
+}
+std::filesystem::path log_path(const TuneOptions& o) {
+  std::string name = config_file_name(o.shape, device_of(o), o.naming, false);
+  name.resize(name.size() - 5);  // ".json"
+  return o.out_dir / (name + ".tune.jsonl");
+}
+
+}  // namespace moetune::tune

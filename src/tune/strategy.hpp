@@ -1,0 +1,105 @@
+// What strategies see: a MeasureDoor (the one door to an Evaluator: resume cache, record log,
+// budget, progress) and one entry point per strategy (strategies/<name>.cpp).
+#pragma once
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "moetune/tuner.hpp"
+#include "tune/evaluator.hpp"
+#include "tune/record_log.hpp"
+
+namespace moetune::tune {
+
+// Wall-time budget on an evaluator's clock: a hard deadline for the sweep and a soft one for the
+// stage being tuned (its fair share of what is left).
+struct Budget {
+  double deadline_s = std::numeric_limits<double>::infinity();
+  double stage_deadline_s = std::numeric_limits<double>::infinity();
+};
+
+// Serializes progress callbacks from several worker threads.
+class SerialProgress {
+ public:
+  explicit SerialProgress(ProgressSink& sink) : sink_(sink) {}
+  template <class F>
+  void call(F&& f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    f(sink_);
+  }
+
+ private:
+  ProgressSink& sink_;
+  std::mutex mutex_;
+};
+
+class MeasureDoor {
+ public:
+  MeasureDoor(Evaluator& ev, LogWriter* log, ResumeCache* resume, SerialProgress* progress,
+              Budget budget)
+      : ev_(ev), log_(log), resume_(resume), progress_(progress), budget_(budget) {}
+  // Measures each config with `replays` more replays: from the resume cache when recorded, else
+  // by the evaluator (logged). Results come back in order; times are those of this call only.
+  std::vector<CandidateResult> measure(int M, Stage stage, const std::vector<KernelConfig>& cs,
+                                       int replays);
+  CheckResult check(int M, Stage stage, const KernelConfig& c);
+  bool out_of_time() const;        // the sweep's deadline has passed
+  bool stage_out_of_time() const;  // this stage's share has passed (or the sweep's)
+  double now_s() const { return ev_.clock_s(); }
+  Budget& budget() { return budget_; }
+  long measurements() const { return measurements_; }
+  long resumed() const { return resumed_; }
+  void set_planned(int planned) { planned_ = planned, done_ = 0; }
+
+ private:
+  Evaluator& ev_;
+  LogWriter* log_;
+  ResumeCache* resume_;
+  SerialProgress* progress_;
+  Budget budget_;
+  long measurements_ = 0, resumed_ = 0;
+  int planned_ = 0, done_ = 0;
+};
+
+// One stage at one M: ranked candidates (the default among them) and the knobs.
+struct StageSearch {
+  int M = 0;
+  Stage stage = Stage::up;
+  std::vector<KernelConfig> candidates;  // ranked by the model, fastest first
+  KernelConfig default_config;
+  const TuneOptions* opts = nullptr;
+};
+
+// Accumulated results per config over all rounds (times appended; a failure sticks).
+struct Measured {
+  std::map<KernelConfig, CandidateResult> results;
+  int rounds = 0;
+  bool stopped_by_budget = false;
+  bool separated = false;  // the best's CI separated from the runner-up's
+  // Ok configs by median time, fastest first.
+  std::vector<KernelConfig> ranking() const;
+};
+
+// strategies/successive_halving.cpp: measure all briefly, keep the best share (and the
+// default), double the replays, stop when the best separates from the runner-up (compare()),
+// replays reach max_replays, or the budget says so.
+Measured successive_halving(const StageSearch& s, MeasureDoor& door);
+// strategies/exhaustive.cpp: every candidate, exhaustive_replays(opts) replays each.
+Measured exhaustive(const StageSearch& s, MeasureDoor& door);
+int exhaustive_replays(const TuneOptions& o);
+
+// plan.cpp internals shared with the tuner.
+std::vector<int> tune_batch_sizes(const TuneOptions& o);
+// moetune's default; for down, with the up default's BLOCK_SIZE_M (one alignment).
+KernelConfig default_config(const TuneOptions& o, int M, Stage stage);
+StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage, std::optional<int> up_block_m,
+                     const std::vector<KernelConfig>& seeds);
+double estimate_stage_s(const StagePlan& p, const TuneOptions& o);
+
+// Configs per evaluate() call: the budget is checked between chunks.
+inline constexpr int kChunk = 8;
+
+}  // namespace moetune::tune
