@@ -73,6 +73,9 @@ int64_t gemm_max_m_blocks(const MoeShape& shape, const KernelConfig& config, int
 std::size_t gemm_workspace_bytes(const MoeShape& shape, const KernelConfig& config,
                                  GemmStage stage, int64_t M);
 
+// Workspace bytes one launch with grid.x = grid_x needs (what launch_gemm checks).
+std::size_t gemm_workspace_bytes_for_grid(const KernelConfig& config, unsigned grid_x);
+
 // Launch geometry of one call (grid.x: M-blocks x N-tiles in GROUP_SIZE_M order; grid.y: SPLIT_K).
 struct GemmLaunch {
   cuda::Dim3 grid;

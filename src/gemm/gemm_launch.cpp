@@ -1,0 +1,74 @@
+// launch_gemm: JIT-loads the instance for the current device and enqueues it. Never syncs,
+// never allocates.
+#include <map>
+#include <mutex>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cuda/context.hpp"
+#include "cuda/jit.hpp"
+#include "gemm/gemm.hpp"
+#include "moetune/error.hpp"
+
+namespace moetune::gemm {
+
+namespace {
+
+// NVRTC target of the current context's device, queried once per device.
+std::string current_arch() {
+  static std::mutex mu;
+  static std::map<int, std::string> archs;
+  const int ordinal = cuda::Context::current().ordinal();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = archs.find(ordinal);
+  if (it == archs.end()) it = archs.emplace(ordinal, cuda::query_device(ordinal).arch()).first;
+  return it->second;
+}
+
+void require(const void* p, const char* name) {
+  if (p == nullptr) throw InputError(name, "null", "required by this GEMM");
+}
+
+}  // namespace
+
+void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& args,
+                 CUstream stream) {
+  if (args.M < 0) throw InputError("M", std::to_string(args.M), "must be >= 0");
+  const GemmLaunch g = gemm_launch_geometry(shape, c, args.stage, args.M, args.max_num_tokens_padded);
+  if (g.grid.x == 0) return;  // no tokens: nothing to compute
+  require(args.a, "a");
+  require(args.w, "w");
+  require(args.out, "out");
+  require(args.sorted_token_ids, "sorted_token_ids");
+  require(args.expert_ids, "expert_ids");
+  require(args.num_tokens_post_padded, "num_tokens_post_padded");
+  if (args.stage == GemmStage::down) require(args.topk_weights, "topk_weights");
+  if (shape.dtype == Dtype::fp8_w8a8) {
+    require(args.a_scale, "a_scale");
+    require(args.w_scale, "w_scale");
+  }
+  const std::size_t ws = gemm_workspace_bytes_for_grid(c, g.grid.x);
+  if (ws > 0 && (args.workspace == nullptr || args.workspace_bytes < ws))
+    throw InputError("workspace_bytes", std::to_string(args.workspace_bytes),
+                     fmt::format("SPLIT_K={} needs {} bytes (gemm_workspace_bytes)", c.SPLIT_K, ws));
+
+  const cuda::KernelSpec spec = gemm_kernel_spec(shape, c, args.stage, current_arch());
+  const auto kernel = cuda::Jit::instance().get(spec);
+  const void* a = args.a;
+  const float* a_scale = args.a_scale;
+  const void* w = args.w;
+  const float* w_scale = args.w_scale;
+  void* out = args.out;
+  const float* topk_weights = args.topk_weights;
+  const int32_t* sorted = args.sorted_token_ids;
+  const int32_t* expert_ids = args.expert_ids;
+  const int32_t* ntpp = args.num_tokens_post_padded;
+  long long M = args.M;
+  void* workspace = args.workspace;
+  void* params[] = {&a, &a_scale, &w, &w_scale, &out, &topk_weights, &sorted, &expert_ids,
+                    &ntpp, &M, &workspace};
+  kernel->launch(g.grid, g.block, g.smem_bytes, stream, params);
+}
+
+}  // namespace moetune::gemm

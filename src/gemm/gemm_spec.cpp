@@ -1,0 +1,177 @@
+// Kernel spec, instance name, workspace and launch geometry of the grouped expert GEMM. No GPU.
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "gemm/gemm.hpp"
+#include "kernels/common/tile_math.cuh"
+#include "moetune/error.hpp"
+
+namespace moetune::gemm {
+namespace {
+
+namespace tm = tile_math;
+
+bool is_up(GemmStage s) { return s == GemmStage::up; }
+
+int dtype_code(const MoeShape& shape) {
+  switch (shape.dtype) {
+    case Dtype::bf16: return tm::kDtypeBf16;
+    case Dtype::fp16: return tm::kDtypeFp16;
+    case Dtype::fp8_w8a8: return shape.block_shape ? tm::kDtypeFp8Block : tm::kDtypeFp8Tensor;
+  }
+  return tm::kDtypeBf16;
+}
+
+const char* dtype_tag(int code) {
+  switch (code) {
+    case tm::kDtypeFp16: return "fp16";
+    case tm::kDtypeFp8Block: return "fp8b";
+    case tm::kDtypeFp8Tensor: return "fp8t";
+    default: return "bf16";
+  }
+}
+
+// "sm_90a" -> 90; throws InputError for anything else.
+int arch_cc(const std::string& arch) {
+  if (arch.rfind("sm_", 0) == 0) {
+    std::size_t i = 3;
+    int cc = 0;
+    while (i < arch.size() && arch[i] >= '0' && arch[i] <= '9') cc = cc * 10 + (arch[i++] - '0');
+    if (i > 3) return cc;
+  }
+  throw InputError("arch", arch, "expected sm_<major><minor>[a], e.g. sm_90a");
+}
+
+std::string config_text(const KernelConfig& c) {
+  return fmt::format("m{}n{}k{}_g{}_w{}_s{}_sk{}", c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K,
+                     c.GROUP_SIZE_M, c.num_warps, c.num_stages, c.SPLIT_K);
+}
+
+int n_out(const MoeShape& s, GemmStage st) { return is_up(st) ? 2 * s.N : s.K; }
+int k_red(const MoeShape& s, GemmStage st) { return is_up(st) ? s.K : s.N; }
+
+void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
+                  const std::string& arch) {
+  if (shape.E <= 0 || shape.N <= 0 || shape.K <= 0 || shape.topk <= 0)
+    throw InputError("shape", fmt::format("E={},N={},K={},topk={}", shape.E, shape.N, shape.K,
+                                          shape.topk),
+                     "E, N, K and topk must be positive");
+  const int bytes = weight_bytes(shape.dtype);
+  const bool block = dtype_code(shape) == tm::kDtypeFp8Block;
+  if (const char* why = tm::tile_rule_violation(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K,
+                                                c.num_warps, c.num_stages, c.SPLIT_K, bytes,
+                                                bytes, block))
+    throw InputError("config", config_text(c), why);
+  if (c.GROUP_SIZE_M < 1)
+    throw InputError("GROUP_SIZE_M", std::to_string(c.GROUP_SIZE_M), "must be >= 1");
+  if (shape.dtype == Dtype::fp8_w8a8 && arch_cc(arch) < 89)
+    throw InputError("dtype", "fp8_w8a8", fmt::format("fp8 tensor cores need sm_89+, not {}", arch));
+  if (static_cast<long long>(k_red(shape, stage)) * bytes % 16 != 0)
+    throw InputError(is_up(stage) ? "K" : "N", std::to_string(k_red(shape, stage)),
+                     "rows must be whole 16-byte chunks");
+  const int k_tiles = tm::ceil_div(k_red(shape, stage), c.BLOCK_SIZE_K);
+  if (c.SPLIT_K > k_tiles)
+    throw InputError("SPLIT_K", std::to_string(c.SPLIT_K),
+                     fmt::format("more than the {} K-tiles of BLOCK_SIZE_K {}", k_tiles,
+                                 c.BLOCK_SIZE_K));
+  if (block) {
+    const auto [bn, bk] = *shape.block_shape;
+    if (bk % c.BLOCK_SIZE_K != 0)
+      throw InputError("BLOCK_SIZE_K", std::to_string(c.BLOCK_SIZE_K),
+                       fmt::format("must divide block_k {} (a K-tile never straddles a scale group)", bk));
+    if (bn % 8 != 0 || !(bn % c.BLOCK_SIZE_N == 0 || c.BLOCK_SIZE_N % bn == 0))
+      throw InputError("BLOCK_SIZE_N", std::to_string(c.BLOCK_SIZE_N),
+                       fmt::format("must divide block_n {} or be a multiple of it", bn));
+    if (k_red(shape, stage) % bk != 0 || n_out(shape, stage) % bn != 0)
+      throw InputError("block_shape", fmt::format("[{}, {}]", bn, bk),
+                       "N and K must be multiples of the fp8 scale block");
+  }
+}
+
+}  // namespace
+
+const char* to_string(GemmStage s) { return is_up(s) ? "up" : "down"; }
+
+cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
+                                  const std::string& arch) {
+  check_config(shape, c, stage, arch);
+  const int code = dtype_code(shape);
+  const bool block = code == tm::kDtypeFp8Block;
+  const int bn = block ? (*shape.block_shape)[0] : 0;
+  const int bk = block ? (*shape.block_shape)[1] : 0;
+  cuda::KernelSpec spec;
+  spec.file = "moe_gemm_mma.cuh";
+  spec.kernel = "moetune::moe_gemm_mma";
+  spec.arch = arch;
+  auto arg = [&](const char* name, int v) { spec.template_args.emplace_back(name, std::to_string(v)); };
+  arg("STAGE", is_up(stage) ? tm::kStageUp : tm::kStageDown);
+  arg("DTYPE", code);
+  arg("N", shape.N);
+  arg("K", shape.K);
+  arg("TOPK", shape.topk);
+  arg("SCALE_BLOCK_N", bn);
+  arg("SCALE_BLOCK_K", bk);
+  arg("BLOCK_SIZE_M", c.BLOCK_SIZE_M);
+  arg("BLOCK_SIZE_N", c.BLOCK_SIZE_N);
+  arg("BLOCK_SIZE_K", c.BLOCK_SIZE_K);
+  arg("GROUP_SIZE_M", c.GROUP_SIZE_M);
+  arg("num_warps", c.num_warps);
+  arg("num_stages", c.num_stages);
+  arg("SPLIT_K", c.SPLIT_K);
+  spec.name = fmt::format("moe_gemm_{}_{}_{}_N{}_K{}_topk{}", to_string(stage), dtype_tag(code),
+                          config_text(c), shape.N, shape.K, shape.topk);
+  if (block) spec.name += fmt::format("_b{}x{}", bn, bk);
+  return spec;
+}
+
+int64_t gemm_max_m_blocks(const MoeShape& shape, const KernelConfig& c, int64_t M,
+                          int64_t max_num_tokens_padded) {
+  if (M <= 0 || c.BLOCK_SIZE_M <= 0) return 0;
+  const int64_t slots = M * shape.topk;
+  const int64_t experts = std::max<int64_t>(shape.E, shape.E_global);  // EP: foreign experts too
+  const int64_t by_slots = (slots + c.BLOCK_SIZE_M - 1) / c.BLOCK_SIZE_M + std::min(experts, slots);
+  const int64_t by_capacity = (max_num_tokens_padded + c.BLOCK_SIZE_M - 1) / c.BLOCK_SIZE_M;
+  return std::min(by_slots, by_capacity);
+}
+
+GemmLaunch gemm_launch_geometry(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
+                                int64_t M, int64_t max_num_tokens_padded) {
+  const int bytes = weight_bytes(shape.dtype);
+  const int64_t n_tiles = tm::ceil_div(n_out(shape, stage), c.BLOCK_SIZE_N);
+  const int64_t tiles = gemm_max_m_blocks(shape, c, M, max_num_tokens_padded) * n_tiles;
+  if (tiles > 0x7fffffffLL)
+    throw InputError("M", std::to_string(M), "grid larger than 2^31-1 blocks");
+  GemmLaunch g;
+  g.grid = {static_cast<unsigned>(tiles), static_cast<unsigned>(c.SPLIT_K), 1};
+  g.block = {static_cast<unsigned>(32 * c.num_warps), 1, 1};
+  g.smem_bytes = static_cast<std::size_t>(tm::gemm_smem_bytes(
+      c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.num_stages, bytes, bytes,
+      dtype_code(shape) == tm::kDtypeFp8Block));
+  return g;
+}
+
+namespace {
+std::size_t workspace_for_tiles(const KernelConfig& c, int64_t tiles) {
+  if (c.SPLIT_K <= 1 || tiles <= 0) return 0;
+  const std::size_t counters = (static_cast<std::size_t>(tiles) * 4 + 255) / 256 * 256;
+  return counters + static_cast<std::size_t>(tiles) * c.SPLIT_K * c.BLOCK_SIZE_M *
+                        c.BLOCK_SIZE_N * sizeof(float);
+}
+}  // namespace
+
+std::size_t gemm_workspace_bytes(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
+                                 int64_t M) {
+  const int64_t max_padded = M * shape.topk + static_cast<int64_t>(shape.E) * (c.BLOCK_SIZE_M - 1);
+  // The slot bound does not depend on the capacity; take the larger of the two for safety.
+  const int64_t m_blocks =
+      gemm_max_m_blocks(shape, c, M, std::max<int64_t>(max_padded, int64_t{1} << 62));
+  return workspace_for_tiles(c, m_blocks * tm::ceil_div(n_out(shape, stage), c.BLOCK_SIZE_N));
+}
+
+std::size_t gemm_workspace_bytes_for_grid(const KernelConfig& c, unsigned grid_x) {
+  return workspace_for_tiles(c, grid_x);
+}
+
+}  // namespace moetune::gemm

@@ -1,0 +1,222 @@
+// The grouped GEMM's host side on the CPU: tiling rules, the shared-memory formula, instance
+// names and template arguments, grid and workspace bounds, and NVRTC compiles of representative
+// instances for sm_80 / sm_89 / sm_90a / sm_120 (no GPU needed).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cuda/jit.hpp"
+#include "cuda/nvrtc.hpp"
+#include "gemm/gemm.hpp"
+#include "kernels/common/tile_math.cuh"
+#include "moetune/error.hpp"
+
+namespace moetune::gemm {
+namespace {
+
+namespace tm = tile_math;
+
+MoeShape qwen_tp4(Dtype d, bool block) {
+  MoeShape s;
+  s.E = 256;
+  s.E_global = 256;
+  s.N = 256;
+  s.K = 3072;
+  s.topk = 8;
+  s.dtype = d;
+  if (block) s.block_shape = std::array<int, 2>{128, 128};
+  return s;
+}
+
+KernelConfig cfg(int bm, int bn, int bk, int g, int w, int st, int sk = 1) {
+  KernelConfig c;
+  c.BLOCK_SIZE_M = bm;
+  c.BLOCK_SIZE_N = bn;
+  c.BLOCK_SIZE_K = bk;
+  c.GROUP_SIZE_M = g;
+  c.num_warps = w;
+  c.num_stages = st;
+  c.SPLIT_K = sk;
+  return c;
+}
+
+TEST(GemmTileRules, AcceptsDecodeAndPrefillTiles) {
+  EXPECT_EQ(tm::tile_rule_violation(16, 64, 128, 4, 4, 1, 2, 2), nullptr);
+  EXPECT_EQ(tm::tile_rule_violation(16, 128, 64, 8, 3, 4, 2, 2), nullptr);  // N across 8 warps
+  EXPECT_EQ(tm::tile_rule_violation(128, 128, 64, 4, 3, 1, 2, 2), nullptr);
+  EXPECT_EQ(tm::tile_rule_violation(128, 256, 64, 8, 3, 1, 2, 2), nullptr);
+  EXPECT_EQ(tm::tile_rule_violation(64, 128, 128, 4, 4, 2, 1, 1), nullptr);  // block fp8
+  EXPECT_EQ(tm::tile_rule_violation(128, 128, 128, 4, 3, 1, 1, 1, false), nullptr);  // fp8 tensor
+}
+
+TEST(GemmTileRules, RejectsWithAReason) {
+  // 8 warps cannot split a 16 x 32 tile in 16 x 16 warp tiles
+  const char* r = tm::tile_rule_violation(16, 32, 64, 8, 3, 1, 2, 2);
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(std::string(r).find("warp tiling"), std::string::npos);
+  // 256 x 256 over 4 warps: 512 accumulators per thread
+  r = tm::tile_rule_violation(256, 256, 64, 4, 3, 1, 2, 2);
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(std::string(r).find("128"), std::string::npos);
+  // block fp8 needs a second accumulator set: 128 x 128 over 4 warps is too much
+  r = tm::tile_rule_violation(128, 128, 128, 4, 3, 1, 1, 1, true);
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(std::string(r).find("block fp8"), std::string::npos);
+  EXPECT_NE(tm::tile_rule_violation(64, 64, 64, 4, 1, 1, 2, 2), nullptr);   // num_stages 1
+  EXPECT_NE(tm::tile_rule_violation(64, 64, 64, 4, 3, 17, 2, 2), nullptr);  // SPLIT_K > 16
+  EXPECT_NE(tm::tile_rule_violation(64, 64, 32, 4, 3, 1, 1, 1), nullptr);   // 32 B fp8 rows
+  EXPECT_NE(tm::tile_rule_violation(24, 64, 64, 4, 3, 1, 2, 2), nullptr);   // BM not x16
+}
+
+TEST(GemmTileRules, WarpGridIsSquarest) {
+  EXPECT_EQ(tm::gemm_warps_m(16, 64, 4), 1);    // 16 x 16 per warp
+  EXPECT_EQ(tm::gemm_warps_m(64, 64, 4), 2);    // 32 x 32
+  EXPECT_EQ(tm::gemm_warps_m(128, 256, 8), 2);  // 64 x 64
+  EXPECT_EQ(tm::gemm_warps_m(256, 128, 8), 4);  // 64 x 64
+  EXPECT_EQ(tm::gemm_warps_m(16, 32, 8), 0);
+}
+
+TEST(GemmTileRules, SharedMemoryFormula) {
+  // 4 stages of (16x128 + 64x128) bf16 + 16 slots + ticket
+  EXPECT_EQ(tm::gemm_smem_bytes(16, 64, 128, 4, 2, 2, false), 4 * (16 * 256 + 64 * 256) + 64 + 16);
+  // fp8 128x256x128, 4 stages: 196,608 + 512 + 16 (above the 101,376 B of an RTX PRO 6000)
+  EXPECT_EQ(tm::gemm_smem_bytes(128, 256, 128, 4, 1, 1, true), 197136);
+  EXPECT_GT(tm::gemm_smem_bytes(128, 256, 128, 4, 1, 1, true), 101376);
+  EXPECT_EQ(tm::reference_smem_bytes(128, 256, 128, 4, 1), 3 * 384 * 128);
+  // swizzle is a permutation of the chunks of each row
+  for (int chunks : {4, 8, 16, 32})
+    for (int row = 0; row < 16; ++row) {
+      unsigned long long seen = 0;
+      for (int c = 0; c < chunks; ++c) seen |= 1ULL << tm::swizzle_chunk(row, c, chunks);
+      EXPECT_EQ(seen, (1ULL << chunks) - 1) << chunks << " " << row;
+    }
+}
+
+TEST(GemmSpec, NameAndTemplateArguments) {
+  const auto spec = gemm_kernel_spec(qwen_tp4(Dtype::fp8_w8a8, true), cfg(16, 64, 128, 1, 4, 4),
+                                     GemmStage::up, "sm_90a");
+  EXPECT_EQ(spec.name, "moe_gemm_up_fp8b_m16n64k128_g1_w4_s4_sk1_N256_K3072_topk8_b128x128");
+  EXPECT_EQ(spec.file, "moe_gemm_mma.cuh");
+  EXPECT_EQ(spec.kernel, "moetune::moe_gemm_mma");
+  ASSERT_EQ(spec.template_args.size(), 14u);
+  EXPECT_EQ(spec.template_args[0].first, "STAGE");
+  EXPECT_EQ(spec.template_args[1], (std::pair<std::string, std::string>{"DTYPE", "2"}));
+  EXPECT_EQ(spec.template_args[5].second, "128");  // SCALE_BLOCK_N
+  EXPECT_EQ(spec.template_args[7], (std::pair<std::string, std::string>{"BLOCK_SIZE_M", "16"}));
+  EXPECT_EQ(spec.template_args[13], (std::pair<std::string, std::string>{"SPLIT_K", "1"}));
+  EXPECT_EQ(spec.name_expression(),
+            "moetune::moe_gemm_mma<0, 2, 256, 3072, 8, 128, 128, 16, 64, 128, 1, 4, 4, 1>");
+
+  const auto down = gemm_kernel_spec(qwen_tp4(Dtype::bf16, false), cfg(64, 128, 64, 8, 4, 3, 2),
+                                     GemmStage::down, "sm_80");
+  EXPECT_EQ(down.name, "moe_gemm_down_bf16_m64n128k64_g8_w4_s3_sk2_N256_K3072_topk8");
+}
+
+TEST(GemmSpec, RefusesWhatTheKernelCannotRun) {
+  auto fp8 = qwen_tp4(Dtype::fp8_w8a8, true);
+  try {
+    gemm_kernel_spec(fp8, cfg(64, 128, 256, 1, 4, 3), GemmStage::up, "sm_90a");
+    FAIL() << "BLOCK_SIZE_K 256 straddles a 128 scale group";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "BLOCK_SIZE_K");
+  }
+  try {
+    gemm_kernel_spec(fp8, cfg(64, 128, 128, 1, 4, 3), GemmStage::up, "sm_80");
+    FAIL() << "fp8 on sm_80";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "dtype");
+  }
+  try {  // down reduces over N = 256: 4 K-tiles of 64 cannot feed SPLIT_K 8
+    gemm_kernel_spec(qwen_tp4(Dtype::bf16, false), cfg(16, 64, 64, 1, 4, 3, 8), GemmStage::down,
+                     "sm_90a");
+    FAIL() << "SPLIT_K beyond the K-tiles";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "SPLIT_K");
+  }
+  try {
+    gemm_kernel_spec(qwen_tp4(Dtype::bf16, false), cfg(16, 32, 64, 1, 8, 3), GemmStage::up,
+                     "sm_90a");
+    FAIL() << "no warp tiling";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "config");
+  }
+}
+
+TEST(GemmSpec, GridAndWorkspaceBounds) {
+  const auto s = qwen_tp4(Dtype::bf16, false);
+  const auto c = cfg(16, 64, 128, 1, 4, 4, 4);
+  // M=1, topk 8: at most 1 block of slots + 8 experts
+  EXPECT_EQ(gemm_max_m_blocks(s, c, 1, 8 + 256 * 15), 9);
+  // capacity caps it too
+  EXPECT_EQ(gemm_max_m_blocks(s, c, 1024, 64), 4);
+  EXPECT_EQ(gemm_max_m_blocks(s, c, 0, 4096), 0);
+  const auto g = gemm_launch_geometry(s, c, GemmStage::up, 1, 8 + 256 * 15);
+  EXPECT_EQ(g.grid.x, 9u * (512 / 64));
+  EXPECT_EQ(g.grid.y, 4u);
+  EXPECT_EQ(g.block.x, 128u);
+  EXPECT_EQ(g.smem_bytes, static_cast<std::size_t>(tm::gemm_smem_bytes(16, 64, 128, 4, 2, 2, false)));
+  // split-K workspace: counters (padded to 256 B) + partial tiles
+  const std::size_t ws = gemm_workspace_bytes(s, c, GemmStage::up, 1);
+  EXPECT_EQ(ws, 512u + 72u * 4 * 16 * 64 * 4);
+  EXPECT_EQ(ws, gemm_workspace_bytes_for_grid(c, g.grid.x));
+  EXPECT_EQ(gemm_workspace_bytes(s, cfg(16, 64, 128, 1, 4, 4, 1), GemmStage::up, 1), 0u);
+}
+
+// NVRTC compiles of representative instances (CPU only; skipped where NVRTC is absent).
+class GemmNvrtc : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    try {
+      (void)cuda::nvrtc_version();
+    } catch (const std::exception& e) {
+      skip_ = e.what();
+    }
+  }
+  static inline std::string skip_;
+};
+
+TEST_F(GemmNvrtc, CompilesRepresentativeInstancesForEachArch) {
+  if (!skip_.empty()) GTEST_SKIP() << skip_;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("moetune-gemm-test-" + std::to_string(::getpid()));
+  cuda::Jit jit(dir.string());
+  struct Case {
+    Dtype d;
+    bool block;
+    GemmStage st;
+    KernelConfig c;
+  };
+  const Case bf16_cases[] = {
+      {Dtype::bf16, false, GemmStage::up, cfg(16, 64, 128, 1, 4, 4, 4)},
+      {Dtype::bf16, false, GemmStage::down, cfg(64, 128, 64, 8, 4, 3)},
+      {Dtype::fp16, false, GemmStage::up, cfg(128, 256, 64, 16, 8, 3)},
+  };
+  const Case fp8_cases[] = {
+      {Dtype::fp8_w8a8, true, GemmStage::up, cfg(16, 128, 128, 1, 4, 5, 2)},
+      {Dtype::fp8_w8a8, true, GemmStage::down, cfg(64, 64, 128, 32, 4, 3)},
+      {Dtype::fp8_w8a8, false, GemmStage::up, cfg(128, 128, 128, 8, 8, 3)},
+  };
+  for (const std::string arch : {"sm_80", "sm_89", "sm_90a", "sm_120"}) {
+    std::vector<cuda::KernelSpec> specs;
+    for (const auto& k : bf16_cases)
+      specs.push_back(gemm_kernel_spec(qwen_tp4(k.d, k.block), k.c, k.st, arch));
+    if (arch != "sm_80")
+      for (const auto& k : fp8_cases)
+        specs.push_back(gemm_kernel_spec(qwen_tp4(k.d, k.block), k.c, k.st, arch));
+    const auto out = jit.compile_many(specs, 2);
+    ASSERT_EQ(out.size(), specs.size());
+    for (const auto& r : out) {
+      EXPECT_FALSE(r.cubin.empty()) << arch << " " << r.spec.name << "\n" << r.log;
+      EXPECT_FALSE(r.lowered_name.empty()) << r.spec.name;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace moetune::gemm
