@@ -3,12 +3,14 @@
 // mma.sync chains per iteration on operands held in registers, and writes one float per thread
 // at the end so that nothing is optimised away.
 //
-// FLOPs per warp-level mma: bf16 m16n8k16 = 2*16*8*16 = 4096; fp8 e4m3 m16n8k32 = 8192.
+// FLOPs per warp-level mma: bf16/fp16 m16n8k16 = 2*16*8*16 = 4096; fp8 e4m3 m16n8k32 = 8192
+// (the host side computes it from the shape).
 // Total FLOPs of a launch = blocks * (threads/32) * iterations * kChains * flops_per_mma.
 //
 // out: [blocks * threads] fp32, written once per thread (sum of its accumulators).
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 namespace moetune {
@@ -19,6 +21,11 @@ struct MmaPeakShape;
 template <>
 struct MmaPeakShape<__nv_bfloat16> {
   static constexpr int kM = 16, kN = 8, kK = 16;  // mma.sync m16n8k16, bf16 in, fp32 accumulate
+};
+
+template <>
+struct MmaPeakShape<__half> {
+  static constexpr int kM = 16, kN = 8, kK = 16;  // mma.sync m16n8k16, fp16 in, fp32 accumulate
 };
 
 template <>
@@ -42,6 +49,16 @@ __device__ __forceinline__ void mma_peak_step<__nv_bfloat16>(float (&d)[4], cons
 }
 
 template <>
+__device__ __forceinline__ void mma_peak_step<__half>(float (&d)[4], const unsigned (&a)[4],
+                                                      const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <>
 __device__ __forceinline__ void mma_peak_step<__nv_fp8_e4m3>(float (&d)[4], const unsigned (&a)[4],
                                                              const unsigned (&b)[2]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
@@ -55,7 +72,7 @@ __device__ __forceinline__ void mma_peak_step<__nv_fp8_e4m3>(float (&d)[4], cons
 #endif
 }
 
-// T: __nv_bfloat16 or __nv_fp8_e4m3. kChains: independent accumulator chains per warp (hides
+// T: __nv_bfloat16, __half or __nv_fp8_e4m3. kChains: independent accumulator chains per warp (hides
 // the MMA latency; 4..8 saturate the tensor cores). iterations: run-time loop count.
 template <class T, int kChains>
 __global__ void mma_peak(float* out, int iterations) {
