@@ -1,0 +1,79 @@
+// moetune roofline: per batch size, the hardware floor of one MoE layer call (DESIGN.md).
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/shape_json.hpp"
+#include "moetune/config.hpp"
+#include "moetune/error.hpp"
+#include "moetune/roofline.hpp"
+
+namespace moetune::cli {
+namespace {
+
+struct RooflineOptions {
+  std::string batch;
+};
+
+int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
+  std::vector<int> batch =
+      o.batch.empty() ? default_batch_sizes() : parse_batch_list("batch", o.batch);
+  Target t = resolve_target(g);
+  if (!t.gpu.peak_flops(t.shape.dtype)) {
+    throw InputError("gpu", t.gpu.name,
+                     fmt::format("no dense {} peak known for this GPU (choose one with --gpu)",
+                                 to_string(t.shape.dtype)));
+  }
+  Ceilings c = spec_ceilings(t.shape, t.gpu);
+  std::vector<RooflineRow> rows = roofline(t.shape, c, batch);
+  int crossover = crossover_M(t.shape, c);
+
+  if (g.json) {
+    nlohmann::ordered_json j;
+    j["gpu"] = t.gpu.name;
+    j["crossover_M"] = crossover;
+    j["rows"] = nlohmann::ordered_json::array();
+    for (const RooflineRow& r : rows) {
+      j["rows"].push_back(nlohmann::ordered_json{{"M", r.M},
+                                                 {"expected_experts", r.expected_experts},
+                                                 {"bytes", r.bytes},
+                                                 {"flops", r.flops},
+                                                 {"t_mem_us", r.t_mem_us},
+                                                 {"t_compute_us", r.t_compute_us},
+                                                 {"floor_us", r.floor_us},
+                                                 {"bound", r.bound}});
+    }
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("{}: E={} N={} K={} topk={} {} on {}\n", shape_title(t.shape), t.shape.E, t.shape.N,
+             t.shape.K, t.shape.topk, to_string(t.shape.dtype), t.gpu.name);
+  fmt::print("ceilings: {:.2f} TB/s, {:.1f} TFLOP/s dense {} (spec sheet)\n",
+             c.bandwidth_Bps / 1e12, c.peak_flops / 1e12, to_string(t.shape.dtype));
+  fmt::print("{:>6}  {:>8}  {:>10}  {:>10}  {:>9}  {:>9}  {:>9}  {}\n", "M", "experts", "MB",
+             "GFLOP", "t_mem_us", "t_comp_us", "floor_us", "bound");
+  for (const RooflineRow& r : rows) {
+    fmt::print("{:>6}  {:>8.2f}  {:>10.2f}  {:>10.3f}  {:>9.2f}  {:>9.2f}  {:>9.2f}  {}\n", r.M,
+               r.expected_experts, r.bytes / 1e6, r.flops / 1e9, r.t_mem_us, r.t_compute_us,
+               r.floor_us, r.bound);
+  }
+  if (crossover > 0) {
+    fmt::print("compute-bound from M = {}\n", crossover);
+  } else {
+    fmt::print("memory-bound at every M\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+Commands register_roofline(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<RooflineOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "roofline", "per M: expected active experts, bytes, FLOPs, t_mem, t_compute, floor, bound");
+  sub->add_option("--batch", o->batch, "batch sizes M, e.g. 1,8,64 (default: 1, 2, 4, ... 4096)");
+  return {{sub, [&g, o] { return run_roofline(g, *o); }}};
+}
+
+}  // namespace moetune::cli

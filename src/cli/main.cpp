@@ -1,0 +1,119 @@
+// The `moetune` command. The only place where errors become exit codes (DESIGN.md):
+// InputError and usage errors -> 2, GpuUnavailable -> 3, problems found -> 4 (returned by the
+// command), anything else -> 1; always one line on stderr, never a stack trace.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/commands.hpp"
+#include "cli/options.hpp"
+#include "moetune/error.hpp"
+
+namespace {
+
+// Error text on one line: newlines and tabs become spaces, runs of spaces collapse.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
+    if (ch == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out.push_back(ch);
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+int fail(int code, const std::string& what) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "moetune: error: %s\n", one_line(what).c_str());
+  return code;
+}
+
+// An exception escaping a thread (or noexcept) must still end in one line, not an abort dump.
+[[noreturn]] void on_terminate() {
+  std::string what = "internal error: terminate called";
+  if (auto e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      what = std::string("internal error: ") + ex.what();
+    } catch (...) {
+    }
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr, "moetune: error: %s\n", one_line(what).c_str());
+  std::_Exit(moetune::kExitInternal);
+}
+
+int run(int argc, char** argv) {
+  using namespace moetune::cli;
+  CLI::App app{
+      "moetune: a fused-MoE kernel library, its autotuner and a roofline analyzer.\n"
+      "Tune, benchmark and check the MoE layer of a model on an NVIDIA GPU.",
+      "moetune"};
+  app.set_version_flag("--version", "moetune " MOETUNE_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();  // global options may follow the subcommand
+  GlobalOptions g;
+  add_global_options(app, g);
+
+  Commands commands;
+  for (auto reg : {
+           register_shapes,
+           register_roofline,
+           register_config,
+#ifdef MOETUNE_CLI_KERNELS
+           register_kernels,
+#endif
+#ifdef MOETUNE_CLI_CHECK
+           register_check,
+#endif
+#ifdef MOETUNE_CLI_BENCH
+           register_bench,
+#endif
+#ifdef MOETUNE_CLI_PROFILE
+           register_profile,
+#endif
+#ifdef MOETUNE_CLI_TUNE
+           register_tune,
+#endif
+       }) {
+    Commands c = reg(app, g);
+    commands.insert(commands.end(), c.begin(), c.end());
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    return fail(moetune::kExitBadInput, std::string(e.what()) + " (see moetune --help)");
+  }
+  for (const Command& c : commands) {
+    if (c.app->parsed()) return c.run();
+  }
+  return fail(moetune::kExitBadInput, "no command given (see moetune --help)");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::set_terminate(on_terminate);
+  try {
+    return run(argc, argv);
+  } catch (const moetune::InputError& e) {
+    return fail(moetune::kExitBadInput, e.what());
+  } catch (const moetune::GpuUnavailable& e) {
+    return fail(moetune::kExitNoGpu, std::string("no usable GPU: ") + e.what());
+  } catch (const CLI::Error& e) {
+    return fail(moetune::kExitBadInput, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    return fail(moetune::kExitInternal, std::string("internal error (JSON): ") + e.what());
+  } catch (const std::exception& e) {
+    return fail(moetune::kExitInternal, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return fail(moetune::kExitInternal, "internal error: unknown exception");
+  }
+}

@@ -1,0 +1,53 @@
+// The options every command takes, and the one place they become a MoeShape and a GpuSpec.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "moetune/gpu_spec.hpp"
+#include "moetune/model.hpp"
+
+namespace moetune::cli {
+
+// Global options as typed. Numbers stay text until parse_* reads them, so that a bad value is
+// reported as `<field>=<value>: <reason>` like every other input error.
+struct GlobalOptions {
+  std::string model;  // path or preset; empty = the embedded default at kDefaultTp
+  std::string tp, ep;
+  std::string dtype = "auto";
+  std::string gpu;
+  std::string experts, topk, intermediate, hidden;
+  std::string block_shape;
+  bool json = false;
+};
+
+// Adds the global options to `app` (subcommands see them through fallthrough).
+void add_global_options(CLI::App& app, GlobalOptions& g);
+
+// A positive decimal integer, whole text; else InputError(field, text, ...).
+int parse_positive_int(const std::string& field, const std::string& text);
+// "1,8,64" -> {1, 8, 64}: positive integers, comma separated.
+std::vector<int> parse_batch_list(const std::string& field, const std::string& text);
+// "--dtype" value: auto or a dtype spelling; returns the canonical spelling.
+std::string parse_dtype_option(const std::string& text);
+
+// --model/--tp/--ep/--dtype/overrides -> ModelOptions (the no---model default is TP4).
+ModelOptions model_options(const GlobalOptions& g);
+// The model path or preset the options name.
+std::string model_name(const GlobalOptions& g);
+// load_model with the options above.
+MoeShape resolve_shape(const GlobalOptions& g);
+// --gpu, else the local GPU (device query), else kFallbackGpu (said once on stderr).
+GpuSpec resolve_gpu(const GlobalOptions& g);
+// Where resolve_gpu's answer came from: "--gpu", "local GPU", "fallback".
+std::string gpu_origin(const GlobalOptions& g);
+
+struct Target {
+  MoeShape shape;
+  GpuSpec gpu;
+};
+// Shape first (so a bad model is the only message), then the GPU, then the dtype-on-GPU check.
+Target resolve_target(const GlobalOptions& g);
+
+}  // namespace moetune::cli
