@@ -1,0 +1,152 @@
+// The fused MoE layer on the GPU, in CUTLASS-adapter steps: check (can it run?),
+// workspace_bytes (how much scratch?), prepare (JIT-compile and load every kernel up front),
+// forward / enqueue_* (launch on a stream: no allocation, no host synchronization, so a CUDA
+// graph can capture it).
+//
+// Pipeline (DESIGN.md): routing -> alignment -> [fp8: quantize hidden] -> GEMM1 (w13) ->
+// SiLU(gate)·up [fp8: quantize it] -> GEMM2 (w2, times the routed weight) -> sum over topk.
+//
+// Layouts (row-major, last dim contiguous; all pointers are device pointers; "act" is the
+// activation dtype: fp16 for Dtype::fp16, bf16 for bf16 and fp8_w8a8):
+//   hidden          [M, K] act
+//   router_logits   [M, E_global] fp32, or instead precomputed
+//   topk_ids        [M, topk] int32, global expert ids (EP: this rank holds [rank*E, (rank+1)*E);
+//                   slots on other ranks add nothing to this rank's out), and
+//   topk_weights    [M, topk] fp32 (already renormalized / scaled as the model wants)
+//   w13             [E, 2N, K] (rows 0..N-1 gate, N..2N-1 up), w2 [E, K, N]: act dtype, or fp8
+//                   e4m3 bytes for fp8_w8a8
+//   w13_scale/w2_scale  fp32. block fp8 [bn, bk]: [E, 2N/bn, K/bk] and [E, K/bn, N/bk];
+//                   per-tensor fp8: [E] (one scale per expert and weight); else unused
+//   correction_bias [E_global] fp32, when shape.routing.correction_bias (DeepSeek noaux_tc)
+//   out             [M, K] act: out[t] = Σ_j topk_weights[t, j] · w2[e_j] · silu_mul(w13[e_j] · x[t])
+//   workspace       workspace_bytes(max_M) bytes, 256-byte aligned; zero-fill it once
+//                   (init_workspace) before its first use: split-K GEMMs keep arrival counters
+//                   there, and leave them zero after every call.
+// Errors: InputError (field, value, reason) for shapes, configs or arguments the kernels cannot
+// run (raised by check() and again by the enqueue calls); GpuUnavailable without a GPU;
+// CudaError for a failed compile or launch.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda.h>  // CUstream (types only; libcuda is loaded at run time)
+
+#include "moetune/config.hpp"
+#include "moetune/gpu_spec.hpp"
+#include "moetune/model.hpp"
+
+namespace moetune {
+
+// The stages of one layer call, in order; each can be enqueued (and timed) on its own.
+enum class MoeStage { routing, align, quant, gemm1, act, gemm2, reduce };
+
+struct FusedMoeOptions {
+  int rank = 0;      // expert-parallel rank: holds global experts [rank*E, (rank+1)*E)
+  std::string arch;  // NVRTC target; "" = the GpuSpec's (e.g. "sm_90a" on an H200)
+};
+
+// Device pointers of the layer's weights (see the layout comment above).
+struct MoeWeights {
+  const void* w13 = nullptr;
+  const void* w2 = nullptr;
+  const float* w13_scale = nullptr;
+  const float* w2_scale = nullptr;
+  const float* correction_bias = nullptr;
+};
+
+// Device pointers of one call's inputs: router_logits, or topk_ids + topk_weights.
+struct MoeInputs {
+  std::int64_t M = 0;
+  const void* hidden = nullptr;
+  const float* router_logits = nullptr;
+  const std::int32_t* topk_ids = nullptr;
+  const float* topk_weights = nullptr;
+};
+
+// Byte offsets of every intermediate inside the workspace for M tokens (each 256-aligned).
+// Checks and profiles read the intermediates through it.
+struct MoeWorkspaceLayout {
+  std::int64_t M = 0;
+  int BLOCK_SIZE_M = 0;                  // of the config chosen for M
+  std::int64_t max_num_tokens_padded = 0;  // capacity of sorted_token_ids for that config
+  std::int64_t max_num_m_blocks = 0;
+  std::size_t topk_ids = 0;              // [M, topk] int32 (routing's output)
+  std::size_t topk_weights = 0;          // [M, topk] fp32
+  std::size_t sorted_token_ids = 0;      // [max_num_tokens_padded] int32
+  std::size_t expert_ids = 0;            // [max_num_m_blocks] int32
+  std::size_t num_tokens_post_padded = 0;  // [1] int32
+  std::size_t a_q = 0;                   // fp8: [M, K] e4m3
+  std::size_t a_scale = 0;               // fp8: [M, K/bk] or [1] fp32
+  std::size_t partials = 0;              // per-tensor fp8: amax partials
+  std::size_t h = 0;                     // GEMM1 out [M*topk, 2N] act
+  std::size_t act = 0;                   // silu_mul out [M*topk, N] act
+  std::size_t act_q = 0;                 // fp8: [M*topk, N] e4m3
+  std::size_t act_scale = 0;             // fp8: [M*topk, N/bk] or [1] fp32
+  std::size_t y = 0;                     // GEMM2 out [M*topk, K] act (times routed weight)
+  std::size_t gemm = 0;                  // split-K workspace
+  std::size_t gemm_bytes = 0;
+  std::size_t total = 0;                 // bytes needed
+};
+
+class FusedMoe {
+ public:
+  // Empty `up` = moetune's default configs for this GPU; empty `down` = fall back to `up`.
+  // Throws InputError when check() fails.
+  FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up = {}, ConfigTable down = {},
+           FusedMoeOptions opts = {});
+  ~FusedMoe();
+  FusedMoe(FusedMoe&&) noexcept;
+  FusedMoe& operator=(FusedMoe&&) noexcept;
+  FusedMoe(const FusedMoe&) = delete;
+  FusedMoe& operator=(const FusedMoe&) = delete;
+
+  // Can these kernels run this shape with these tables on this GPU? Throws InputError naming the
+  // first problem (stage limits, config violations, up/down BLOCK_SIZE_M mismatch, fp8 < sm_89).
+  static void check(const MoeShape& shape, const GpuSpec& gpu, const ConfigTable& up,
+                    const ConfigTable& down, const FusedMoeOptions& opts = {});
+
+  const MoeShape& shape() const;
+  const std::string& arch() const;
+  int rank() const;
+  const ConfigTable& up_table() const;
+  const ConfigTable& down_table() const;  // the effective one (up when no down table was given)
+  const KernelConfig& up_config(std::int64_t M) const;    // nearest-M lookup
+  const KernelConfig& down_config(std::int64_t M) const;
+
+  // Scratch for any M <= max_M (no GPU needed).
+  std::size_t workspace_bytes(std::int64_t max_M) const;
+  MoeWorkspaceLayout workspace_layout(std::int64_t M) const;
+  // Zero-fills a workspace on `stream` (once, before its first use).
+  static void init_workspace(void* workspace, std::size_t bytes, CUstream stream);
+
+  // Compiles (NVRTC, disk cache) and loads every kernel that a call with M <= max_M can use.
+  // Needs a GPU. After it, enqueue calls for M <= max_M do no compilation.
+  void prepare(std::int64_t max_M);
+
+  // The whole layer: out [M, K].
+  void forward(const MoeInputs& in, const MoeWeights& w, void* out, void* workspace,
+               std::size_t workspace_bytes, CUstream stream) const;
+  // One stage, reading its inputs from `in`/`w` and the workspace (earlier stages' outputs);
+  // `out` is used by MoeStage::reduce only.
+  void enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeights& w, void* out,
+                     void* workspace, std::size_t workspace_bytes, CUstream stream) const;
+  // "The GEMM phase" (DESIGN.md): from the alignment's output to GEMM2's output before the top-k
+  // sum: GEMM1, SiLU·up (and its fp8 quantization), GEMM2. Needs the routing, alignment and
+  // (fp8) hidden quantization of the same call in the workspace.
+  void enqueue_gemm_phase(const MoeInputs& in, const MoeWeights& w, void* workspace,
+                          std::size_t workspace_bytes, CUstream stream) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+const char* to_string(MoeStage s);
+inline constexpr MoeStage kAllMoeStages[] = {MoeStage::routing, MoeStage::align, MoeStage::quant,
+                                             MoeStage::gemm1,   MoeStage::act,   MoeStage::gemm2,
+                                             MoeStage::reduce};
+
+}  // namespace moetune

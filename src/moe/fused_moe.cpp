@@ -1,0 +1,368 @@
+// FusedMoe: see include/moetune/fused_moe.hpp.
+#include "moetune/fused_moe.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "cuda/device.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/jit.hpp"
+#include "gemm/gemm.hpp"
+#include "moe/reference.hpp"
+#include "moe/stages.hpp"
+#include "moetune/error.hpp"
+
+namespace moetune {
+
+const char* to_string(MoeStage s) {
+  switch (s) {
+    case MoeStage::routing: return "routing";
+    case MoeStage::align: return "align";
+    case MoeStage::quant: return "quant";
+    case MoeStage::gemm1: return "gemm1";
+    case MoeStage::act: return "act";
+    case MoeStage::gemm2: return "gemm2";
+    case MoeStage::reduce: return "reduce";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr std::size_t kAlign = 256;
+std::size_t round_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+bool fp8(const MoeShape& s) { return s.dtype == Dtype::fp8_w8a8; }
+bool block_fp8(const MoeShape& s) { return fp8(s) && s.block_shape.has_value(); }
+int block_k(const MoeShape& s) { return block_fp8(s) ? (*s.block_shape)[1] : 0; }
+
+// Entries of `table` that the nearest-M lookup can pick for some M in [1, max_M].
+std::vector<KernelConfig> reachable(const ConfigTable& table, std::int64_t max_M) {
+  std::vector<KernelConfig> out;
+  for (const auto& [key, c] : table) {
+    out.push_back(c);
+    if (key > max_M) break;  // the first key above max_M can still be nearest
+  }
+  return out;
+}
+
+std::set<int> block_sizes_m(const ConfigTable& a, const ConfigTable& b) {
+  std::set<int> s;
+  for (const auto& [k, c] : a) s.insert(c.BLOCK_SIZE_M);
+  for (const auto& [k, c] : b) s.insert(c.BLOCK_SIZE_M);
+  return s;
+}
+
+ConfigTable default_table(const MoeShape& shape, const GpuSpec& gpu, bool down) {
+  ConfigTable t;
+  for (int M : default_batch_sizes()) t[M] = moetune_default_config(shape, gpu, M, down);
+  return t;
+}
+
+int lookup_M(std::int64_t M) {
+  return static_cast<int>(std::clamp<std::int64_t>(M, 1, 1 << 30));
+}
+
+}  // namespace
+
+struct FusedMoe::Impl {
+  MoeShape shape;
+  GpuSpec gpu;
+  ConfigTable up, down;
+  FusedMoeOptions opts;
+  std::string arch;
+  std::vector<std::shared_ptr<cuda::LoadedKernel>> loaded;  // kept alive after prepare()
+
+  struct Ptrs {
+    const std::int32_t* topk_ids;
+    const float* topk_weights;
+    char* ws;
+  };
+  Ptrs pointers(const MoeInputs& in, const MoeWorkspaceLayout& L, void* workspace,
+                std::size_t bytes) const {
+    if (workspace == nullptr && L.total > 0)
+      throw InputError("workspace", "null", "a workspace of workspace_bytes(M) is needed");
+    if (bytes < L.total)
+      throw InputError("workspace_bytes", std::to_string(bytes),
+                       fmt::format("M={} needs {} bytes", L.M, L.total));
+    if (in.hidden == nullptr) throw InputError("hidden", "null", "the input is needed");
+    char* ws = static_cast<char*>(workspace);
+    if (in.router_logits != nullptr)
+      return {reinterpret_cast<const std::int32_t*>(ws + L.topk_ids),
+              reinterpret_cast<const float*>(ws + L.topk_weights), ws};
+    if (in.topk_ids == nullptr || in.topk_weights == nullptr)
+      throw InputError("router_logits", "null",
+                       "give router_logits, or topk_ids and topk_weights");
+    return {in.topk_ids, in.topk_weights, ws};
+  }
+};
+
+FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, ConfigTable down,
+                   FusedMoeOptions opts)
+    : impl_(std::make_unique<Impl>()) {
+  if (up.empty()) {
+    up = default_table(shape, gpu, false);
+    if (down.empty()) down = default_table(shape, gpu, true);
+  }
+  if (down.empty()) down = up;
+  check(shape, gpu, up, down, opts);
+  impl_->shape = shape;
+  impl_->gpu = gpu;
+  impl_->up = std::move(up);
+  impl_->down = std::move(down);
+  impl_->arch = opts.arch.empty() ? gpu.arch() : opts.arch;
+  impl_->opts = std::move(opts);
+}
+
+FusedMoe::~FusedMoe() = default;
+FusedMoe::FusedMoe(FusedMoe&&) noexcept = default;
+FusedMoe& FusedMoe::operator=(FusedMoe&&) noexcept = default;
+
+void FusedMoe::check(const MoeShape& shape, const GpuSpec& gpu, const ConfigTable& up,
+                     const ConfigTable& down_in, const FusedMoeOptions& opts) {
+  moe::check_stage_shape(shape, opts.rank);
+  if (fp8(shape) && gpu.compute_capability() > 0 &&
+      gpu.compute_capability() < min_compute_capability(Dtype::fp8_w8a8))
+    throw InputError("dtype", "fp8_w8a8",
+                     fmt::format("needs sm_89 or newer; {} is sm_{}", gpu.name,
+                                 gpu.compute_capability()));
+  if (up.empty()) throw InputError("config", "{}", "the up table is empty");
+  const ConfigTable& down = down_in.empty() ? up : down_in;
+  const std::string arch = opts.arch.empty() ? gpu.arch() : opts.arch;
+  ValidationTarget target;
+  target.dtype = shape.dtype;
+  target.block_shape = shape.block_shape;
+  target.gpu = &gpu;
+  auto validate = [&](const ConfigTable& t, gemm::GemmStage stage) {
+    for (const auto& [M, c] : t) {
+      const auto v = validate_config(c, target, M);
+      if (!v.empty())
+        throw InputError(v[0].key, v[0].value,
+                         fmt::format("{} table entry M={}: {} (limit {})", gemm::to_string(stage),
+                                     M, v[0].rule, v[0].limit));
+      (void)gemm::gemm_kernel_spec(shape, c, stage, arch);  // throws InputError
+    }
+  };
+  validate(up, gemm::GemmStage::up);
+  validate(down, gemm::GemmStage::down);
+  std::set<int> keys;
+  for (const auto& [k, c] : up) keys.insert(k);
+  for (const auto& [k, c] : down) keys.insert(k);
+  for (int M : keys) {
+    const int bu = lookup(up, M).BLOCK_SIZE_M, bd = lookup(down, M).BLOCK_SIZE_M;
+    if (bu != bd)
+      throw InputError("BLOCK_SIZE_M", std::to_string(bd),
+                       fmt::format("down table at M={} differs from up's {} (one alignment serves "
+                                   "both GEMMs)",
+                                   M, bu));
+  }
+}
+
+const MoeShape& FusedMoe::shape() const { return impl_->shape; }
+const std::string& FusedMoe::arch() const { return impl_->arch; }
+int FusedMoe::rank() const { return impl_->opts.rank; }
+const ConfigTable& FusedMoe::up_table() const { return impl_->up; }
+const ConfigTable& FusedMoe::down_table() const { return impl_->down; }
+const KernelConfig& FusedMoe::up_config(std::int64_t M) const {
+  return lookup(impl_->up, lookup_M(M));
+}
+const KernelConfig& FusedMoe::down_config(std::int64_t M) const {
+  return lookup(impl_->down, lookup_M(M));
+}
+
+MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
+  const MoeShape& s = impl_->shape;
+  if (M < 0) throw InputError("M", std::to_string(M), "must be >= 0");
+  MoeWorkspaceLayout L;
+  L.M = M;
+  L.BLOCK_SIZE_M = up_config(M).BLOCK_SIZE_M;
+  L.max_num_tokens_padded = moe::max_num_tokens_padded(M, s.topk, s.E, L.BLOCK_SIZE_M);
+  L.max_num_m_blocks = moe::max_num_m_blocks(M, s.topk, s.E, L.BLOCK_SIZE_M);
+  // Regions are sized for every BLOCK_SIZE_M of the tables, so offsets grow with M only.
+  std::int64_t sorted_cap = 0, blocks_cap = 0;
+  for (int bm : block_sizes_m(impl_->up, impl_->down)) {
+    sorted_cap = std::max(sorted_cap, moe::max_num_tokens_padded(M, s.topk, s.E, bm));
+    blocks_cap = std::max(blocks_cap, moe::max_num_m_blocks(M, s.topk, s.E, bm));
+  }
+  std::size_t gemm_bytes = 0;
+  for (const auto& [k, c] : impl_->up)
+    gemm_bytes = std::max(gemm_bytes, gemm::gemm_workspace_bytes(s, c, gemm::GemmStage::up, M));
+  for (const auto& [k, c] : impl_->down)
+    gemm_bytes =
+        std::max(gemm_bytes, gemm::gemm_workspace_bytes(s, c, gemm::GemmStage::down, M));
+
+  const std::size_t slots = static_cast<std::size_t>(M) * s.topk;
+  const std::size_t act_bytes = 2;
+  const int bk = block_k(s);
+  std::size_t off = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t o = off;
+    off += round_up(bytes);
+    return o;
+  };
+  L.topk_ids = take(slots * 4);
+  L.topk_weights = take(slots * 4);
+  L.sorted_token_ids = take(static_cast<std::size_t>(sorted_cap) * 4);
+  L.expert_ids = take(static_cast<std::size_t>(blocks_cap) * 4);
+  L.num_tokens_post_padded = take(4);
+  L.a_q = take(fp8(s) ? static_cast<std::size_t>(M) * s.K : 0);
+  L.a_scale = take(block_fp8(s) ? static_cast<std::size_t>(M) * (s.K / bk) * 4 : fp8(s) ? 4 : 0);
+  L.partials = take(fp8(s) && !block_fp8(s) ? moe::kAmaxPartials * 4 : 0);
+  L.h = take(slots * 2 * s.N * act_bytes);
+  L.act = take(slots * s.N * act_bytes);
+  L.act_q = take(fp8(s) ? slots * s.N : 0);
+  L.act_scale = take(block_fp8(s) ? slots * (s.N / bk) * 4 : fp8(s) ? 4 : 0);
+  L.y = take(slots * s.K * act_bytes);
+  L.gemm = take(gemm_bytes);
+  L.gemm_bytes = gemm_bytes;
+  L.total = off;
+  return L;
+}
+
+std::size_t FusedMoe::workspace_bytes(std::int64_t max_M) const {
+  return workspace_layout(max_M).total;
+}
+
+void FusedMoe::init_workspace(void* workspace, std::size_t bytes, CUstream stream) {
+  if (workspace == nullptr || bytes == 0) return;
+  MOETUNE_CU(cuMemsetD8Async, reinterpret_cast<CUdeviceptr>(workspace), 0, bytes, stream);
+}
+
+void FusedMoe::prepare(std::int64_t max_M) {
+  const MoeShape& s = impl_->shape;
+  const std::string& arch = impl_->arch;
+  std::vector<cuda::KernelSpec> specs;
+  specs.push_back(moe::routing_spec(s, arch));
+  std::set<int> bms;
+  for (const auto& c : reachable(impl_->up, max_M)) {
+    specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::up, arch));
+    bms.insert(c.BLOCK_SIZE_M);
+  }
+  for (const auto& c : reachable(impl_->down, max_M))
+    specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::down, arch));
+  for (int bm : bms) {
+    specs.push_back(moe::align_spec(bm, moe::kAlignSmallThreads, arch));
+    if (max_M * s.topk > moe::kAlignSmallSlots)
+      specs.push_back(moe::align_spec(bm, moe::kAlignLargeThreads, arch));
+  }
+  if (fp8(s)) {
+    specs.push_back(moe::quant_spec(s.dtype, block_k(s), arch));
+    if (!block_fp8(s)) specs.push_back(moe::amax_spec(s.dtype, arch));
+  }
+  specs.push_back(moe::silu_mul_spec(s, arch));
+  specs.push_back(moe::topk_reduce_spec(s, arch));
+
+  auto& jit = cuda::Jit::instance();
+  const auto compiled = jit.compile_many(specs);
+  for (const auto& c : compiled)
+    if (c.cubin.empty())
+      throw CudaError(fmt::format("compiling {} for {} failed: {}", c.spec.name, arch, c.log));
+  impl_->loaded.clear();
+  for (const auto& spec : specs) impl_->loaded.push_back(jit.get(spec));
+}
+
+void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeights& w, void* out,
+                             void* workspace, std::size_t workspace_bytes,
+                             CUstream stream) const {
+  const MoeShape& s = impl_->shape;
+  const std::int64_t M = in.M;
+  if (M < 0) throw InputError("M", std::to_string(M), "must be >= 0");
+  if (M == 0) return;
+  const MoeWorkspaceLayout L = workspace_layout(M);
+  const auto p = impl_->pointers(in, L, workspace, workspace_bytes);
+  char* ws = p.ws;
+  const std::string& arch = impl_->arch;
+  const int rank = impl_->opts.rank;
+  const std::int64_t slots = M * s.topk;
+  auto* sorted = reinterpret_cast<std::int32_t*>(ws + L.sorted_token_ids);
+  auto* expert_ids = reinterpret_cast<std::int32_t*>(ws + L.expert_ids);
+  auto* ntpp = reinterpret_cast<std::int32_t*>(ws + L.num_tokens_post_padded);
+  auto need_weights = [&](bool up) {
+    if ((up ? w.w13 : w.w2) == nullptr) throw InputError(up ? "w13" : "w2", "null", "needed");
+    if (fp8(s) && (up ? w.w13_scale : w.w2_scale) == nullptr)
+      throw InputError(up ? "w13_scale" : "w2_scale", "null", "fp8 weights need their scales");
+  };
+  auto gemm_args = [&](gemm::GemmStage st) {
+    gemm::GemmArgs a;
+    a.stage = st;
+    a.sorted_token_ids = sorted;
+    a.expert_ids = expert_ids;
+    a.num_tokens_post_padded = ntpp;
+    a.M = M;
+    a.max_num_tokens_padded = L.max_num_tokens_padded;
+    a.workspace = L.gemm_bytes > 0 ? ws + L.gemm : nullptr;
+    a.workspace_bytes = L.gemm_bytes;
+    return a;
+  };
+
+  switch (stage) {
+    case MoeStage::routing:
+      if (in.router_logits == nullptr) return;  // precomputed topk_ids / topk_weights
+      moe::launch_routing(s, arch, in.router_logits, w.correction_bias,
+                          reinterpret_cast<std::int32_t*>(ws + L.topk_ids),
+                          reinterpret_cast<float*>(ws + L.topk_weights), M, stream);
+      return;
+    case MoeStage::align:
+      moe::launch_align(L.BLOCK_SIZE_M, arch, p.topk_ids, M, s.topk, s.E, rank, sorted, expert_ids,
+                        ntpp, L.max_num_tokens_padded, L.max_num_m_blocks, stream);
+      return;
+    case MoeStage::quant:
+      if (!fp8(s)) return;
+      moe::launch_quant(s.dtype, block_k(s), arch, in.hidden, M, s.K,
+                        reinterpret_cast<std::uint8_t*>(ws + L.a_q),
+                        reinterpret_cast<float*>(ws + L.a_scale),
+                        reinterpret_cast<float*>(ws + L.partials), stream);
+      return;
+    case MoeStage::gemm1: {
+      need_weights(true);
+      gemm::GemmArgs a = gemm_args(gemm::GemmStage::up);
+      a.a = fp8(s) ? static_cast<const void*>(ws + L.a_q) : in.hidden;
+      a.a_scale = fp8(s) ? reinterpret_cast<const float*>(ws + L.a_scale) : nullptr;
+      a.w = w.w13;
+      a.w_scale = fp8(s) ? w.w13_scale : nullptr;
+      a.out = ws + L.h;
+      gemm::launch_gemm(s, up_config(M), a, stream);
+      return;
+    }
+    case MoeStage::act:
+      moe::launch_silu_mul(s, arch, ws + L.h, ws + L.act, p.topk_ids, M, rank, stream);
+      if (fp8(s))
+        moe::launch_quant(s.dtype, block_k(s), arch, ws + L.act, slots, s.N,
+                          reinterpret_cast<std::uint8_t*>(ws + L.act_q),
+                          reinterpret_cast<float*>(ws + L.act_scale),
+                          reinterpret_cast<float*>(ws + L.partials), stream);
+      return;
+    case MoeStage::gemm2: {
+      need_weights(false);
+      gemm::GemmArgs a = gemm_args(gemm::GemmStage::down);
+      a.a = fp8(s) ? static_cast<const void*>(ws + L.act_q) : ws + L.act;
+      a.a_scale = fp8(s) ? reinterpret_cast<const float*>(ws + L.act_scale) : nullptr;
+      a.w = w.w2;
+      a.w_scale = fp8(s) ? w.w2_scale : nullptr;
+      a.out = ws + L.y;
+      a.topk_weights = p.topk_weights;
+      gemm::launch_gemm(s, down_config(M), a, stream);
+      return;
+    }
+    case MoeStage::reduce:
+      if (out == nullptr) throw InputError("out", "null", "the output is needed");
+      moe::launch_topk_reduce(s, arch, ws + L.y, out, p.topk_ids, M, rank, stream);
+      return;
+  }
+}
+
+void FusedMoe::forward(const MoeInputs& in, const MoeWeights& w, void* out, void* workspace,
+                       std::size_t workspace_bytes, CUstream stream) const {
+  if (in.M > 0 && out == nullptr) throw InputError("out", "null", "the output is needed");
+  for (MoeStage st : kAllMoeStages) enqueue_stage(st, in, w, out, workspace, workspace_bytes, stream);
+}
+
+void FusedMoe::enqueue_gemm_phase(const MoeInputs& in, const MoeWeights& w, void* workspace,
+                                  std::size_t workspace_bytes, CUstream stream) const {
+  for (MoeStage st : {MoeStage::gemm1, MoeStage::act, MoeStage::gemm2})
+    enqueue_stage(st, in, w, nullptr, workspace, workspace_bytes, stream);
+}
+
+}  // namespace moetune

@@ -1,0 +1,229 @@
+// Kernel specs and launches of the stage kernels: see stages.hpp.
+#include "moe/stages.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "kernels/common/tile_math.cuh"
+#include "moetune/error.hpp"
+
+namespace moetune::moe {
+namespace {
+
+constexpr int kRoutingWarps = 4;      // tokens per routing block
+constexpr int kElementwiseThreads = 256;
+constexpr std::int64_t kMaxGrid = 132 * 16;  // grid-stride kernels: enough blocks to fill a GPU
+
+std::string b(bool v) { return v ? "true" : "false"; }
+
+cuda::KernelSpec make_spec(const char* file, const char* kernel, const std::string& arch) {
+  cuda::KernelSpec s;
+  s.file = file;
+  s.kernel = kernel;
+  s.arch = arch;
+  return s;
+}
+
+void arg(cuda::KernelSpec& s, const char* name, const std::string& v) {
+  s.template_args.emplace_back(name, v);
+}
+void arg(cuda::KernelSpec& s, const char* name, long long v) { arg(s, name, std::to_string(v)); }
+
+const char* act_tag(Dtype d) { return d == Dtype::fp16 ? "fp16" : "bf16"; }
+
+unsigned grid_for(std::int64_t work_items, int per_block) {
+  const std::int64_t g = (work_items + per_block - 1) / per_block;
+  return static_cast<unsigned>(std::clamp<std::int64_t>(g, 1, kMaxGrid));
+}
+
+void launch(const cuda::KernelSpec& spec, cuda::Dim3 grid, unsigned threads, CUstream stream,
+            void** args) {
+  cuda::Jit::instance().get(spec)->launch(grid, cuda::Dim3{threads, 1, 1}, 0, stream, args);
+}
+
+}  // namespace
+
+int activation_code(Dtype weight_dtype) {
+  return weight_dtype == Dtype::fp16 ? tile_math::kDtypeFp16 : tile_math::kDtypeBf16;
+}
+
+void check_stage_shape(const MoeShape& shape, int rank) {
+  if (shape.E < 1 || shape.E > kMaxLocalExperts)
+    throw InputError("E", std::to_string(shape.E), "experts per rank must be in [1, 512]");
+  if (shape.E_global < shape.E || shape.E_global > kMaxGlobalExperts)
+    throw InputError("E_global", std::to_string(shape.E_global), "must be in [E, 1024]");
+  if (shape.topk < 1 || shape.topk > shape.E_global)
+    throw InputError("topk", std::to_string(shape.topk), "must be in [1, E_global]");
+  if (shape.N % 8 != 0) throw InputError("N", std::to_string(shape.N), "must be a multiple of 8");
+  if (shape.K % 8 != 0) throw InputError("K", std::to_string(shape.K), "must be a multiple of 8");
+  const int ranks = shape.E_global / std::max(shape.E, 1);
+  if (rank < 0 || rank >= std::max(ranks, 1))
+    throw InputError("rank", std::to_string(rank),
+                     fmt::format("must be in [0, {}) (E_global / E)", std::max(ranks, 1)));
+  const Routing& r = shape.routing;
+  if (r.n_group > 1) {
+    if (r.n_group > 32 || shape.E_global % r.n_group != 0)
+      throw InputError("n_group", std::to_string(r.n_group),
+                       "must divide the expert count and be <= 32");
+    if (r.topk_group < 1 || r.topk_group > r.n_group ||
+        r.topk_group * (shape.E_global / r.n_group) < shape.topk)
+      throw InputError("topk_group", std::to_string(r.topk_group),
+                       "must be in [1, n_group] and hold at least topk experts");
+  }
+  if (shape.dtype == Dtype::fp8_w8a8 && shape.block_shape) {
+    const int bk = (*shape.block_shape)[1];
+    if (bk != 64 && bk != 128 && bk % 256 != 0)
+      throw InputError("block_shape", std::to_string(bk), "block_k must be 64, 128 or k*256");
+    if (shape.K % bk != 0 || shape.N % bk != 0)
+      throw InputError("block_shape", std::to_string(bk), "block_k must divide N and K");
+  }
+}
+
+cuda::KernelSpec routing_spec(const MoeShape& shape, const std::string& arch) {
+  const Routing& r = shape.routing;
+  const bool sigmoid = r.scoring == "sigmoid";
+  const int groups = std::max(r.n_group, 1);
+  auto s = make_spec("routing.cuh", "moetune::moe_routing", arch);
+  arg(s, "E_GLOBAL", shape.E_global);
+  arg(s, "TOPK", shape.topk);
+  arg(s, "SCORING", sigmoid ? 1 : 0);
+  arg(s, "N_GROUP", groups);
+  arg(s, "TOPK_GROUP", groups > 1 ? r.topk_group : 1);
+  arg(s, "HAS_BIAS", b(r.correction_bias));
+  arg(s, "RENORMALIZE", b(r.renormalize));
+  arg(s, "WARPS", kRoutingWarps);
+  s.name = fmt::format("moe_routing_{}_e{}_top{}_g{}of{}{}{}", sigmoid ? "sigmoid" : "softmax",
+                       shape.E_global, shape.topk, groups > 1 ? r.topk_group : 1, groups,
+                       r.correction_bias ? "_bias" : "", r.renormalize ? "_renorm" : "");
+  return s;
+}
+
+cuda::KernelSpec align_spec(int BLOCK_SIZE_M, int threads, const std::string& arch) {
+  auto s = make_spec("moe_align.cuh", "moetune::moe_align", arch);
+  arg(s, "BLOCK_SIZE_M", BLOCK_SIZE_M);
+  arg(s, "THREADS", threads);
+  arg(s, "MAX_E", kMaxLocalExperts);
+  s.name = fmt::format("moe_align_m{}_t{}", BLOCK_SIZE_M, threads);
+  return s;
+}
+
+cuda::KernelSpec amax_spec(Dtype weight_dtype, const std::string& arch) {
+  auto s = make_spec("quant_fp8_amax.cuh", "moetune::quant_fp8_amax", arch);
+  arg(s, "ACT", activation_code(weight_dtype));
+  arg(s, "THREADS", kElementwiseThreads);
+  s.name = fmt::format("quant_fp8_amax_{}", act_tag(weight_dtype));
+  return s;
+}
+
+cuda::KernelSpec quant_spec(Dtype weight_dtype, int group, const std::string& arch) {
+  auto s = make_spec("quant_fp8_group.cuh", "moetune::quant_fp8_group", arch);
+  arg(s, "ACT", activation_code(weight_dtype));
+  arg(s, "GROUP", group);
+  arg(s, "THREADS", kElementwiseThreads);
+  s.name = group > 0 ? fmt::format("quant_fp8_group{}_{}", group, act_tag(weight_dtype))
+                     : fmt::format("quant_fp8_tensor_{}", act_tag(weight_dtype));
+  return s;
+}
+
+cuda::KernelSpec silu_mul_spec(const MoeShape& shape, const std::string& arch) {
+  auto s = make_spec("silu_mul.cuh", "moetune::silu_mul", arch);
+  arg(s, "ACT", activation_code(shape.dtype));
+  arg(s, "N", shape.N);
+  arg(s, "THREADS", kElementwiseThreads);
+  s.name = fmt::format("silu_mul_{}_n{}", act_tag(shape.dtype), shape.N);
+  return s;
+}
+
+cuda::KernelSpec topk_reduce_spec(const MoeShape& shape, const std::string& arch) {
+  auto s = make_spec("topk_reduce.cuh", "moetune::topk_reduce", arch);
+  arg(s, "ACT", activation_code(shape.dtype));
+  arg(s, "K", shape.K);
+  arg(s, "TOPK", shape.topk);
+  arg(s, "THREADS", kElementwiseThreads);
+  s.name = fmt::format("topk_reduce_{}_k{}_top{}", act_tag(shape.dtype), shape.K, shape.topk);
+  return s;
+}
+
+void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
+                    const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
+                    std::int64_t M, CUstream stream) {
+  if (M <= 0) return;
+  if (shape.routing.correction_bias && correction_bias == nullptr)
+    throw InputError("correction_bias", "null", "the routing needs a correction bias");
+  long long m = M;
+  float rsf = static_cast<float>(shape.routing.routed_scaling_factor);
+  void* args[] = {&router_logits, &correction_bias, &topk_ids, &topk_weights, &m, &rsf};
+  const unsigned grid = static_cast<unsigned>((M + kRoutingWarps - 1) / kRoutingWarps);
+  launch(routing_spec(shape, arch), cuda::Dim3{grid, 1, 1}, kRoutingWarps * 32, stream, args);
+}
+
+void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t* topk_ids,
+                  std::int64_t M, int topk, int E, int rank, std::int32_t* sorted_token_ids,
+                  std::int32_t* expert_ids, std::int32_t* num_tokens_post_padded,
+                  std::int64_t max_num_tokens_padded, std::int64_t max_num_m_blocks,
+                  CUstream stream) {
+  long long slots = M * topk;
+  const int threads = slots <= kAlignSmallSlots ? kAlignSmallThreads : kAlignLargeThreads;
+  int e = E;
+  int start = rank * E;
+  long long mp = max_num_tokens_padded, mb = max_num_m_blocks;
+  void* args[] = {&topk_ids, &sorted_token_ids, &expert_ids, &num_tokens_post_padded,
+                  &slots,    &e,                &start,      &mp,
+                  &mb};
+  launch(align_spec(BLOCK_SIZE_M, threads, arch), cuda::Dim3{1, 1, 1},
+         static_cast<unsigned>(threads), stream, args);
+}
+
+void launch_quant(Dtype weight_dtype, int group, const std::string& arch, const void* x,
+                  std::int64_t rows, int cols, std::uint8_t* q, float* scale, float* partials,
+                  CUstream stream) {
+  if (rows <= 0) return;
+  long long r = rows;
+  int c = cols;
+  int num_partials = 0;
+  unsigned grid;
+  if (group == 0) {
+    const std::int64_t vecs = rows * cols / 8;
+    num_partials = static_cast<int>(
+        std::clamp<std::int64_t>((vecs + kElementwiseThreads * 4 - 1) / (kElementwiseThreads * 4),
+                                 1, kAmaxPartials));
+    long long n = rows * cols;
+    void* aargs[] = {&x, &n, &partials};
+    launch(amax_spec(weight_dtype, arch), cuda::Dim3{static_cast<unsigned>(num_partials), 1, 1},
+           kElementwiseThreads, stream, aargs);
+    grid = grid_for(vecs, kElementwiseThreads * 4);
+  } else {
+    grid = grid_for(rows * (cols / group), kElementwiseThreads / 32);
+  }
+  const float* p = partials;
+  void* args[] = {&x, &q, &scale, &p, &num_partials, &r, &c};
+  launch(quant_spec(weight_dtype, group, arch), cuda::Dim3{grid, 1, 1}, kElementwiseThreads,
+         stream, args);
+}
+
+void launch_silu_mul(const MoeShape& shape, const std::string& arch, const void* h, void* out,
+                     const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream) {
+  if (M <= 0) return;
+  long long slots = M * shape.topk;
+  int start = rank * shape.E;
+  int e = shape.E;
+  void* args[] = {&h, &out, &topk_ids, &slots, &start, &e};
+  launch(silu_mul_spec(shape, arch),
+         cuda::Dim3{grid_for(slots * (shape.N / 8), kElementwiseThreads), 1, 1},
+         kElementwiseThreads, stream, args);
+}
+
+void launch_topk_reduce(const MoeShape& shape, const std::string& arch, const void* y, void* out,
+                        const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream) {
+  if (M <= 0) return;
+  long long m = M;
+  int start = rank * shape.E;
+  int e = shape.E;
+  void* args[] = {&y, &out, &topk_ids, &m, &start, &e};
+  launch(topk_reduce_spec(shape, arch),
+         cuda::Dim3{grid_for(M * (shape.K / 8), kElementwiseThreads), 1, 1}, kElementwiseThreads,
+         stream, args);
+}
+
+}  // namespace moetune::moe

@@ -1,0 +1,61 @@
+// Host side of the stage kernels around the grouped GEMM (kernels/routing.cuh, moe_align.cuh,
+// quant_fp8_amax.cuh, quant_fp8_group.cuh, silu_mul.cuh, topk_reduce.cuh): their KernelSpecs
+// (the only place that knows their template parameter lists) and their launches. No sync, no
+// allocation: every launch takes device pointers and a stream.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <cuda.h>
+
+#include "cuda/jit.hpp"
+#include "moetune/model.hpp"
+
+namespace moetune::moe {
+
+// Limits of the stage kernels.
+inline constexpr int kMaxLocalExperts = 512;     // moe_align's shared tables (E per rank)
+inline constexpr int kMaxGlobalExperts = 1024;   // routing's router width
+inline constexpr int kAmaxPartials = 256;        // per-tensor fp8: blocks of the amax pass
+inline constexpr int kAlignSmallThreads = 256;   // moe_align's block for <= 4096 slots
+inline constexpr int kAlignLargeThreads = 1024;  // and above
+inline constexpr std::int64_t kAlignSmallSlots = 4096;
+
+// Activation element code of kernels/common/tile_math.cuh (kDtypeBf16 / kDtypeFp16).
+int activation_code(Dtype weight_dtype);
+
+cuda::KernelSpec routing_spec(const MoeShape& shape, const std::string& arch);
+cuda::KernelSpec align_spec(int BLOCK_SIZE_M, int threads, const std::string& arch);
+cuda::KernelSpec amax_spec(Dtype weight_dtype, const std::string& arch);
+// group: block_k for block-wise fp8 (per token per group), 0 for per tensor.
+cuda::KernelSpec quant_spec(Dtype weight_dtype, int group, const std::string& arch);
+cuda::KernelSpec silu_mul_spec(const MoeShape& shape, const std::string& arch);
+cuda::KernelSpec topk_reduce_spec(const MoeShape& shape, const std::string& arch);
+
+// Throws InputError for shapes the stage kernels cannot run (E > 512 per rank, E_global > 1024,
+// N or K not a multiple of 8, bad groups, fp8 group not dividing N and K).
+void check_stage_shape(const MoeShape& shape, int rank);
+
+// --- launches (Jit::get loads on first use; the FusedMoe prepares them up front) --------------
+void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
+                    const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
+                    std::int64_t M, CUstream stream);
+// Alignment outputs sized by max_num_tokens_padded / max_num_m_blocks (reference.hpp).
+void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t* topk_ids,
+                  std::int64_t M, int topk, int E, int rank, std::int32_t* sorted_token_ids,
+                  std::int32_t* expert_ids, std::int32_t* num_tokens_post_padded,
+                  std::int64_t max_num_tokens_padded, std::int64_t max_num_m_blocks,
+                  CUstream stream);
+// fp8 quantization of x [rows, cols] (activation dtype) into q (e4m3) and scale: block-wise
+// (group = block_k, scale [rows, cols/group]) or per tensor (group 0, scale [1]; uses
+// `partials` [kAmaxPartials] fp32 as scratch).
+void launch_quant(Dtype weight_dtype, int group, const std::string& arch, const void* x,
+                  std::int64_t rows, int cols, std::uint8_t* q, float* scale, float* partials,
+                  CUstream stream);
+void launch_silu_mul(const MoeShape& shape, const std::string& arch, const void* h, void* out,
+                     const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream);
+void launch_topk_reduce(const MoeShape& shape, const std::string& arch, const void* y, void* out,
+                        const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream);
+
+}  // namespace moetune::moe
