@@ -1,7 +1,7 @@
 # cmake -P script: embeds the preset configs as C++ raw strings.
 # PRESET_DIR: folder of <name>.json files; OUT: the .cpp to write.
 file(GLOB files RELATIVE "${PRESET_DIR}" "${PRESET_DIR}/*.json")
-list(SORT files)  # embedded_presets() promises sorted names
+list(SORT files)  # a stable order, whatever the file system lists first
 set(body "")
 foreach(f IN LISTS files)
   get_filename_component(name "${f}" NAME_WLE)

@@ -19,6 +19,7 @@ const char* preset_default_dtype(std::string_view name) {
 std::vector<std::string> preset_names() {
   std::vector<std::string> names;
   for (const auto& p : model::embedded_presets()) names.emplace_back(p.name);
+  std::sort(names.begin(), names.end());  // files sort by "name.json": "-fp8" after "."
   return names;
 }
 

@@ -11,7 +11,7 @@ struct EmbeddedPreset {
   std::string_view json;  // the config.json text, verbatim
 };
 
-// Sorted by name.
+// In file-name order.
 std::span<const EmbeddedPreset> embedded_presets();
 
 // The dtype a preset implies when --dtype is auto (e.g. gpt-oss, whose mxfp4 the kernels do

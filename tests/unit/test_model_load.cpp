@@ -1,0 +1,161 @@
+// load_model: a file, a folder (config.json + hf_quant_config.json), a preset, or an error.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "moetune/error.hpp"
+#include "moetune/model.hpp"
+
+namespace moetune {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kConfigs = std::string(MOETUNE_TEST_DATA) + "/model_configs/";
+
+InputError input_error(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const InputError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no InputError thrown";
+  return InputError("", "", "");
+}
+
+bool contains(const std::string& text, const std::string& word) {
+  return text.find(word) != std::string::npos;
+}
+
+// A fresh folder per test, removed afterwards.
+class LoadModel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("moetune_model_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path write(const std::string& name, const std::string& text) {
+    const fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p;
+  }
+  fs::path copy_config(const std::string& file, const std::string& name = "config.json") {
+    fs::copy_file(kConfigs + file, dir_ / name);
+    return dir_ / name;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(LoadModel, File) {
+  const MoeShape s = load_model(kConfigs + "mixtral-8x7b-v0.1.json", {});
+  EXPECT_EQ(s.E, 8);
+  EXPECT_EQ(s.N, 14336);
+  EXPECT_EQ(s.source, kConfigs + "mixtral-8x7b-v0.1.json");
+}
+
+TEST_F(LoadModel, FolderReadsConfigJson) {
+  copy_config("qwen3-30b-a3b.json");
+  const MoeShape s = load_model(dir_.string(), {});
+  EXPECT_EQ(s.E, 128);
+  EXPECT_EQ(s.dtype, Dtype::bf16);
+  EXPECT_EQ(s.source, (dir_ / "config.json").string());
+}
+
+TEST_F(LoadModel, FolderWithoutConfigJson) {
+  const InputError e = input_error([&] { load_model(dir_.string(), {}); });
+  EXPECT_EQ(e.field(), "model");
+  EXPECT_TRUE(contains(e.what(), "config.json"));
+}
+
+TEST_F(LoadModel, HfQuantConfigFp8IsPerTensor) {
+  copy_config("qwen3-30b-a3b.json");
+  write("hf_quant_config.json",
+        R"({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8",
+            "kv_cache_quant_algo": null}})");
+  const MoeShape s = load_model(dir_.string(), {});
+  EXPECT_EQ(s.dtype, Dtype::fp8_w8a8);
+  EXPECT_FALSE(s.block_shape.has_value());
+  // Also when the config file itself is named.
+  EXPECT_EQ(load_model((dir_ / "config.json").string(), {}).dtype, Dtype::fp8_w8a8);
+}
+
+TEST_F(LoadModel, HfQuantConfigNvfp4IsRefusedByName) {
+  copy_config("qwen3-30b-a3b.json");
+  write("hf_quant_config.json", R"({"quantization": {"quant_algo": "NVFP4", "group_size": 16}})");
+  const InputError e = input_error([&] { load_model(dir_.string(), {}); });
+  EXPECT_EQ(e.field(), "quantization");
+  EXPECT_EQ(e.value(), "NVFP4");
+  EXPECT_TRUE(contains(e.what(), "--dtype bf16"));
+  ModelOptions bf16;
+  bf16.dtype = "bf16";
+  EXPECT_EQ(load_model(dir_.string(), bf16).dtype, Dtype::bf16);
+}
+
+TEST_F(LoadModel, ConfigQuantizationWinsOverHfQuantConfig) {
+  copy_config("qwen3-30b-a3b-fp8.json");
+  write("hf_quant_config.json", R"({"quantization": {"quant_algo": "NVFP4"}})");
+  const MoeShape s = load_model(dir_.string(), {});
+  EXPECT_EQ(s.dtype, Dtype::fp8_w8a8);
+  EXPECT_TRUE(s.block_shape.has_value());
+}
+
+TEST_F(LoadModel, BadHfQuantConfig) {
+  copy_config("qwen3-30b-a3b.json");
+  write("hf_quant_config.json", R"({"producer": {}})");
+  EXPECT_TRUE(contains(input_error([&] { load_model(dir_.string(), {}); }).what(),
+                       "hf_quant_config.json"));
+  write("hf_quant_config.json", "{not json");
+  EXPECT_TRUE(contains(input_error([&] { load_model(dir_.string(), {}); }).what(),
+                       "invalid JSON"));
+}
+
+TEST_F(LoadModel, InvalidJsonNamesTheFile) {
+  const fs::path p = write("broken.json", R"({"num_experts": 8,)");
+  const InputError e = input_error([&] { load_model(p.string(), {}); });
+  EXPECT_EQ(e.field(), "model");
+  EXPECT_EQ(e.value(), p.string());
+  EXPECT_TRUE(contains(e.what(), "invalid JSON"));
+  const fs::path empty = write("empty.json", "");
+  EXPECT_EQ(input_error([&] { load_model(empty.string(), {}); }).value(), empty.string());
+}
+
+TEST_F(LoadModel, DenseFileNamesTheFile) {
+  const fs::path p = write("dense.json", R"({"hidden_size": 4096, "num_hidden_layers": 32})");
+  const InputError e = input_error([&] { load_model(p.string(), {}); });
+  EXPECT_EQ(e.value(), p.string());
+  EXPECT_TRUE(contains(e.what(), "not a MoE model"));
+}
+
+TEST_F(LoadModel, UnknownNameListsPresets) {
+  const InputError e = input_error([] { load_model("no-such-model-xyz", {}); });
+  EXPECT_EQ(e.field(), "model");
+  EXPECT_EQ(e.value(), "no-such-model-xyz");
+  EXPECT_TRUE(contains(e.what(), "deepseek-v3"));
+  EXPECT_TRUE(contains(e.what(), "qwen3.5-122b-a10b-fp8"));
+}
+
+TEST_F(LoadModel, ExistingPathWinsOverPresetName) {
+  copy_config("mixtral-8x7b-v0.1.json", "deepseek-v3");
+  const fs::path old = fs::current_path();
+  fs::current_path(dir_);
+  const MoeShape s = load_model("deepseek-v3", {});
+  fs::current_path(old);
+  EXPECT_EQ(s.E, 8);  // the Mixtral file, not the preset
+  EXPECT_EQ(load_model("deepseek-v3", {}).E, 256);
+}
+
+}  // namespace
+}  // namespace moetune
