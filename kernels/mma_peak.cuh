@@ -72,8 +72,8 @@ __device__ __forceinline__ void mma_peak_step<__nv_fp8_e4m3>(float (&d)[4], cons
 #endif
 }
 
-// T: __nv_bfloat16, __half or __nv_fp8_e4m3. kChains: independent accumulator chains per warp (hides
-// the MMA latency; 4..8 saturate the tensor cores). iterations: run-time loop count.
+// T: __nv_bfloat16, __half or __nv_fp8_e4m3. kChains: independent accumulator chains per warp
+// (hides the MMA latency; 4..8 saturate the tensor cores). iterations: run-time loop count.
 template <class T, int kChains>
 __global__ void mma_peak(float* out, int iterations) {
   static_assert(kChains >= 1 && kChains <= 16, "kChains must be in [1, 16]");

@@ -126,7 +126,8 @@ MeasuredCeilings measure_now(int ordinal, const CeilingsOptions& opts, const std
   m.measured_at = utc_now();
   std::size_t free_b = 0, total_b = 0;
   MOETUNE_CU(cuMemGetInfo, &free_b, &total_b);
-  m.copy_bytes = std::floor(std::min(opts.copy_bytes, static_cast<double>(free_b) / 3) / 4096) * 4096;
+  m.copy_bytes =
+      std::floor(std::min(opts.copy_bytes, static_cast<double>(free_b) / 3) / 4096) * 4096;
   m.copy_bandwidth_Bps = time_copies(ctx, m.copy_bytes, opts.copies);
   MmaResult bf16 = time_mma(ctx, info, "__nv_bfloat16", 2 * 16 * 8 * 16, opts);
   m.bf16_flops = bf16.flops;
@@ -144,8 +145,12 @@ Ceilings MeasuredCeilings::for_dtype(Dtype d) const {
   Ceilings c;
   c.bandwidth_Bps = copy_bandwidth_Bps;
   switch (d) {
-    case Dtype::bf16: c.peak_flops = bf16_flops; break;
-    case Dtype::fp16: c.peak_flops = fp16_flops; break;
+    case Dtype::bf16:
+      c.peak_flops = bf16_flops;
+      break;
+    case Dtype::fp16:
+      c.peak_flops = fp16_flops;
+      break;
     case Dtype::fp8_w8a8:
       if (!(fp8_flops > 0)) {
         throw InputError("dtype", "fp8_w8a8", device_name + " has no fp8 tensor cores (sm_89+)");

@@ -3,10 +3,9 @@
 // once per machine: the result is cached as a small JSON in the JIT cache directory, keyed by
 // device name and driver version.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "moetune/dtype.hpp"
 #include "moetune/roofline.hpp"
@@ -16,17 +15,17 @@ namespace moetune::bench {
 inline constexpr int kCeilingsSchemaVersion = 1;
 
 struct MeasuredCeilings {
-  std::string device_name;        // e.g. "NVIDIA H200"
-  std::string driver_version;     // NVML's "580.159.04", else CUDA's "13.0"
+  std::string device_name;     // e.g. "NVIDIA H200"
+  std::string driver_version;  // NVML's "580.159.04", else CUDA's "13.0"
   int sm_count = 0;
   double copy_bandwidth_Bps = 0;  // (read + write bytes) / time, median of the copies
   double copy_bytes = 0;          // bytes of one copy (each direction)
   double bf16_flops = 0;          // mma.sync dense peak, FLOP/s
   double fp16_flops = 0;
-  double fp8_flops = 0;           // 0 when the GPU has no fp8 mma (below sm_89)
-  double sm_clock_mhz = 0;        // median SM clock during the MMA runs (0 = unknown)
+  double fp8_flops = 0;     // 0 when the GPU has no fp8 mma (below sm_89)
+  double sm_clock_mhz = 0;  // median SM clock during the MMA runs (0 = unknown)
   std::string kernel_source_hash;
-  std::string measured_at;        // UTC, ISO 8601
+  std::string measured_at;  // UTC, ISO 8601
   bool from_cache = false;
 
   // The roofline's ceilings for a dtype; InputError when fp8 is not supported here.
@@ -37,12 +36,12 @@ struct MeasuredCeilings {
 };
 
 struct CeilingsOptions {
-  bool use_cache = true;                 // read and write the JSON cache
-  std::string cache_dir;                 // "" = the JIT cache directory
+  bool use_cache = true;                   // read and write the JSON cache
+  std::string cache_dir;                   // "" = the JIT cache directory
   double copy_bytes = 2.0 * (1ull << 30);  // shrunk to a third of free memory when needed
-  int copies = 10;                       // timed copies (median)
-  int mma_launches = 5;                  // timed launches per kernel variant (median)
-  double mma_launch_s = 0.02;            // target duration of one MMA launch
+  int copies = 10;                         // timed copies (median)
+  int mma_launches = 5;                    // timed launches per kernel variant (median)
+  double mma_launch_s = 0.02;              // target duration of one MMA launch
 };
 
 // "<cache_dir>/ceilings-<device name, spaces as _>-<driver>.json"

@@ -16,7 +16,8 @@ void validate(const MeasureOptions& o) {
     throw InputError(field, std::to_string(v), why);
   };
   if (!o.hot && o.rotation < 1) bad("rotation", o.rotation, "must be >= 1");
-  if (o.min_calls_per_replay < 1) bad("min_calls_per_replay", o.min_calls_per_replay, "must be >= 1");
+  if (o.min_calls_per_replay < 1)
+    bad("min_calls_per_replay", o.min_calls_per_replay, "must be >= 1");
   if (o.max_calls_per_replay < o.min_calls_per_replay) {
     bad("max_calls_per_replay", o.max_calls_per_replay, "must be >= min_calls_per_replay");
   }

@@ -7,11 +7,11 @@
 // >= 16 routing sets / buffers by that index so the working set exceeds twice the L2. Hot: every
 // call gets index 0 (the cache-resident number).
 #pragma once
+#include <cuda.h>
+
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <cuda.h>
 
 #include "moetune/stats.hpp"
 
@@ -21,27 +21,27 @@ namespace moetune::bench {
 using EnqueueFn = std::function<void(CUstream stream, int call_index)>;
 
 struct MeasureOptions {
-  bool hot = false;                // all calls use call_index 0
-  int rotation = 16;               // distinct call indices in cold mode (the caller's sets)
-  int calls_per_replay = 0;        // R; 0 = choose_calls_per_replay()
+  bool hot = false;          // all calls use call_index 0
+  int rotation = 16;         // distinct call indices in cold mode (the caller's sets)
+  int calls_per_replay = 0;  // R; 0 = choose_calls_per_replay()
   int min_calls_per_replay = 16;
   int max_calls_per_replay = 1024;
-  double target_replay_s = 200e-6; // a replay should last at least this long
-  int warmup_replays = 3;          // untimed replays after capture (at least this many)
-  double warmup_min_s = 0.02;      // ... and at least this much GPU time
-  int min_replays = 10;            // is_stable needs at least this many samples
+  double target_replay_s = 200e-6;  // a replay should last at least this long
+  int warmup_replays = 3;           // untimed replays after capture (at least this many)
+  double warmup_min_s = 0.02;       // ... and at least this much GPU time
+  int min_replays = 10;             // is_stable needs at least this many samples
   int max_replays = 200;
-  double max_time_s = 5.0;         // wall-time cap of the timed phase
-  double stable_rel_tol = 0.005;   // relative standard error of the median
-  int batch_replays = 10;          // replays enqueued back to back between host syncs
-  int device = -1;                 // ordinal for NVML clock reads; -1 = the current context's
+  double max_time_s = 5.0;        // wall-time cap of the timed phase
+  double stable_rel_tol = 0.005;  // relative standard error of the median
+  int batch_replays = 10;         // replays enqueued back to back between host syncs
+  int device = -1;                // ordinal for NVML clock reads; -1 = the current context's
 };
 
 struct ClockLog {
   double default_mhz = 0;  // NVML default application SM clock (0 = unknown)
   double median_mhz = 0;   // of the per-sample clocks (0 = unknown)
   double min_mhz = 0;
-  int throttled = 0;       // samples below 75% of default_mhz (moetune::is_throttled)
+  int throttled = 0;  // samples below 75% of default_mhz (moetune::is_throttled)
 };
 
 struct Samples {
@@ -52,9 +52,9 @@ struct Samples {
   int rotation = 1;                  // call indices used (1 when hot)
   bool hot = false;
   int warmup_replays = 0;
-  double probe_call_s = 0;           // eager estimate of one call, launch gaps included
-  std::string stop_reason;           // "stable", "max_replays", "max_time"
-  double wall_s = 0;                 // the whole measurement, capture and warm-up included
+  double probe_call_s = 0;  // eager estimate of one call, launch gaps included
+  std::string stop_reason;  // "stable", "max_replays", "max_time"
+  double wall_s = 0;        // the whole measurement, capture and warm-up included
   ClockLog clock;
 
   // The samples that were not throttled (all of them when the default clock is unknown, or

@@ -1,10 +1,10 @@
 // Primary contexts, one per device ordinal, and the device query. One tuner worker per GPU
 // calls Context::get(its ordinal) on its own thread.
 #pragma once
+#include <cuda.h>
+
 #include <cstddef>
 #include <string>
-
-#include <cuda.h>
 
 namespace moetune::cuda {
 
@@ -44,21 +44,21 @@ class ScopedContext {
 
 struct DeviceInfo {
   int ordinal = 0;
-  std::string name;                  // e.g. "NVIDIA H200"
+  std::string name;  // e.g. "NVIDIA H200"
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;
   int smem_per_block_optin_bytes = 0;  // max dynamic shared memory per block (opt-in)
   int smem_per_sm_bytes = 0;
   int l2_bytes = 0;
   int max_threads_per_block = 0;
-  int clock_khz = 0;                 // peak SM clock the driver reports
+  int clock_khz = 0;  // peak SM clock the driver reports
   int memory_clock_khz = 0;
   int memory_bus_bits = 0;
   std::size_t memory_bytes = 0;
-  std::string pci_bus_id;            // e.g. "0000:19:00.0"
-  int driver_version = 0;            // CUDA_VERSION style, e.g. 13000
+  std::string pci_bus_id;                     // e.g. "0000:19:00.0"
+  int driver_version = 0;                     // CUDA_VERSION style, e.g. 13000
   std::string driver_version_string() const;  // "13.0"
-  std::string arch() const;          // NVRTC target: "sm_90a", "sm_100a", else "sm_<cc>"
+  std::string arch() const;                   // NVRTC target: "sm_90a", "sm_100a", else "sm_<cc>"
 };
 
 int device_count();  // throws GpuUnavailable without a driver

@@ -2,11 +2,11 @@
 // CUDA graphs. Each is made in a context (Context::get(ordinal) or the current one) and freed
 // in that same context, so one worker per GPU can own its own.
 #pragma once
+#include <cuda.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
-
-#include <cuda.h>
 
 #include "cuda/context.hpp"
 
@@ -15,7 +15,7 @@ namespace moetune::cuda {
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t bytes);                    // in the current context
+  explicit DeviceBuffer(std::size_t bytes);  // in the current context
   DeviceBuffer(const Context& ctx, std::size_t bytes);
   ~DeviceBuffer();
   DeviceBuffer(DeviceBuffer&& o) noexcept;
@@ -25,14 +25,18 @@ class DeviceBuffer {
 
   CUdeviceptr ptr() const { return ptr_; }
   template <class T>
-  T* as() const { return reinterpret_cast<T*>(ptr_); }  // device address, for kernel args
+  T* as() const {
+    return reinterpret_cast<T*>(ptr_);
+  }  // device address, for kernel args
   std::size_t bytes() const { return bytes_; }
   bool empty() const { return bytes_ == 0; }
 
   void upload(const void* host, std::size_t bytes, std::size_t offset_bytes = 0);  // synchronous
   void download(void* host, std::size_t bytes, std::size_t offset_bytes = 0) const;
   template <class T>
-  void upload(const std::vector<T>& host) { upload(host.data(), host.size() * sizeof(T)); }
+  void upload(const std::vector<T>& host) {
+    upload(host.data(), host.size() * sizeof(T));
+  }
   template <class T>
   std::vector<T> download_as(std::size_t count) const {
     std::vector<T> v(count);
@@ -78,7 +82,7 @@ class PinnedBuffer {
 
 class Stream {
  public:
-  Stream();                          // non-blocking stream in the current context
+  Stream();  // non-blocking stream in the current context
   explicit Stream(const Context& ctx);
   ~Stream();
   Stream(const Stream&) = delete;
@@ -94,7 +98,7 @@ class Stream {
 
 class Event {
  public:
-  Event();                           // timing event in the current context
+  Event();  // timing event in the current context
   explicit Event(const Context& ctx);
   ~Event();
   Event(const Event&) = delete;

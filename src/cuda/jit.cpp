@@ -98,9 +98,7 @@ int func_attr(CUfunction fn, CUfunction_attribute a) {
 }  // namespace
 
 int LoadedKernel::num_regs() const { return func_attr(fn_, CU_FUNC_ATTRIBUTE_NUM_REGS); }
-int LoadedKernel::local_bytes() const {
-  return func_attr(fn_, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
-}
+int LoadedKernel::local_bytes() const { return func_attr(fn_, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES); }
 int LoadedKernel::static_smem_bytes() const {
   return func_attr(fn_, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
 }
@@ -233,7 +231,8 @@ CompiledKernel Jit::compile(const KernelSpec& spec) {
 std::vector<CompiledKernel> Jit::compile_many(const std::vector<KernelSpec>& specs, int threads) {
   std::vector<CompiledKernel> results(specs.size());
   if (specs.empty()) return results;
-  int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int n =
+      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n = std::min<int>(n, static_cast<int>(specs.size()));
   std::atomic<std::size_t> next{0};
   auto work = [&] {
@@ -257,7 +256,15 @@ std::vector<CompiledKernel> Jit::compile_many(const std::vector<KernelSpec>& spe
 std::shared_ptr<LoadedKernel> Jit::get(const KernelSpec& spec_in) {
   Context& ctx = Context::current();
   KernelSpec spec = spec_in;
-  if (spec.arch.empty()) spec.arch = query_device(ctx.ordinal()).arch();
+  if (spec.arch.empty()) {
+    static std::mutex arch_mu;
+    static std::map<int, std::string> arch_of;  // ordinal -> NVRTC arch, queried once
+    std::lock_guard lock(arch_mu);
+    auto it = arch_of.find(ctx.ordinal());
+    if (it == arch_of.end())
+      it = arch_of.emplace(ctx.ordinal(), query_device(ctx.ordinal()).arch()).first;
+    spec.arch = it->second;
+  }
   const std::string key = spec.cache_key();
   {
     std::lock_guard lock(state_->mu);
@@ -273,8 +280,8 @@ std::shared_ptr<LoadedKernel> Jit::get(const KernelSpec& spec_in) {
     driver().cuModuleUnload(module);
     check(r, "cuModuleGetFunction");
   }
-  auto kernel = std::make_shared<LoadedKernel>(module, fn, spec.name.empty() ? ck.lowered_name
-                                                                             : spec.name);
+  auto kernel =
+      std::make_shared<LoadedKernel>(module, fn, spec.name.empty() ? ck.lowered_name : spec.name);
   std::lock_guard lock(state_->mu);
   auto [it, inserted] = state_->loaded.emplace(std::make_pair(key, ctx.handle()), kernel);
   return it->second;  // a concurrent loader may have won; its module is kept, ours unloads

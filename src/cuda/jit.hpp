@@ -1,6 +1,8 @@
 // NVRTC JIT with an on-disk cubin cache. Knows nothing of MoE: it compiles a named template
 // instance from the embedded kernels/ sources for one architecture, caches the cubin, and loads it.
 #pragma once
+#include <cuda.h>  // types only; libcuda is dlopen()ed (driver.hpp)
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -10,17 +12,15 @@
 #include <utility>
 #include <vector>
 
-#include <cuda.h>  // types only; libcuda is dlopen()ed (driver.hpp)
-
 namespace moetune::cuda {
 
 // One kernel instance: `kernel` is a template in `file` (relative to kernels/), instantiated with
 // `template_args` in order. Each arg has a name for readable generated code and instance names.
 struct KernelSpec {
-  std::string file;                                            // e.g. "moe_gemm_mma.cuh"
-  std::string kernel;                                          // e.g. "moetune::moe_gemm_mma"
+  std::string file;                                                // e.g. "moe_gemm_mma.cuh"
+  std::string kernel;                                              // e.g. "moetune::moe_gemm_mma"
   std::vector<std::pair<std::string, std::string>> template_args;  // {"BLOCK_SIZE_M","64"}, ...
-  std::string arch;                                            // e.g. "sm_90a"
+  std::string arch;                                                // e.g. "sm_90a"
   std::string name;  // instance name carrying its config, e.g. moe_gemm1_bf16_m64n128k64_g8_w4_s3
   std::vector<std::string> options;  // extra NVRTC options (e.g. "-DMOETUNE_X=1", "-lineinfo")
 
@@ -42,7 +42,7 @@ struct CompiledKernel {
   KernelSpec spec;
   std::vector<char> cubin;
   std::string lowered_name;
-  std::string log;         // NVRTC log (warnings)
+  std::string log;  // NVRTC log (warnings)
   bool from_cache = false;
   double compile_s = 0;
 };
@@ -62,7 +62,7 @@ class LoadedKernel {
   CUfunction function() const { return fn_; }
   const std::string& name() const { return name_; }
   int num_regs() const;
-  int local_bytes() const;        // per-thread local memory (spills, stack arrays)
+  int local_bytes() const;  // per-thread local memory (spills, stack arrays)
   int static_smem_bytes() const;
   int max_threads_per_block() const;
   // Resident blocks per SM for this block size and dynamic shared memory (occupancy).

@@ -33,7 +33,7 @@ std::string env(const char* name) {
 
 bool usable_dir(const std::string& home) {
   if (home.empty()) return false;
-  struct stat st{};
+  struct stat st {};
   return ::stat(home.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && ::access(home.c_str(), W_OK) == 0;
 }
 

@@ -10,17 +10,18 @@
 namespace moetune::cuda {
 namespace {
 
-using NvmlReturn = int;     // nvmlReturn_t; 0 = NVML_SUCCESS
-using NvmlDevice = void*;   // nvmlDevice_t
+using NvmlReturn = int;          // nvmlReturn_t; 0 = NVML_SUCCESS
+using NvmlDevice = void*;        // nvmlDevice_t
 constexpr int kNvmlClockSm = 1;  // NVML_CLOCK_SM
 
 struct NvmlApi {
-  NvmlReturn (*init)() = nullptr;                                       // nvmlInit_v2
-  NvmlReturn (*driver_version)(char*, unsigned) = nullptr;              // nvmlSystemGetDriverVersion
-  NvmlReturn (*by_pci)(const char*, NvmlDevice*) = nullptr;             // ..HandleByPciBusId_v2
-  NvmlReturn (*clock)(NvmlDevice, int, unsigned*) = nullptr;            // nvmlDeviceGetClockInfo
-  NvmlReturn (*max_clock)(NvmlDevice, int, unsigned*) = nullptr;        // ..GetMaxClockInfo
-  NvmlReturn (*default_app_clock)(NvmlDevice, int, unsigned*) = nullptr;  // ..DefaultApplicationsClock
+  NvmlReturn (*init)() = nullptr;                                 // nvmlInit_v2
+  NvmlReturn (*driver_version)(char*, unsigned) = nullptr;        // nvmlSystemGetDriverVersion
+  NvmlReturn (*by_pci)(const char*, NvmlDevice*) = nullptr;       // ..HandleByPciBusId_v2
+  NvmlReturn (*clock)(NvmlDevice, int, unsigned*) = nullptr;      // nvmlDeviceGetClockInfo
+  NvmlReturn (*max_clock)(NvmlDevice, int, unsigned*) = nullptr;  // ..GetMaxClockInfo
+  NvmlReturn (*default_app_clock)(NvmlDevice, int,
+                                  unsigned*) = nullptr;  // ..DefaultApplicationsClock
   bool ok = false;
 };
 
@@ -30,7 +31,8 @@ NvmlApi load() {
   if (lib == nullptr) return a;
   auto sym = [&](const char* n) { return dlsym(lib, n); };
   a.init = reinterpret_cast<decltype(a.init)>(sym("nvmlInit_v2"));
-  a.driver_version = reinterpret_cast<decltype(a.driver_version)>(sym("nvmlSystemGetDriverVersion"));
+  a.driver_version =
+      reinterpret_cast<decltype(a.driver_version)>(sym("nvmlSystemGetDriverVersion"));
   a.by_pci = reinterpret_cast<decltype(a.by_pci)>(sym("nvmlDeviceGetHandleByPciBusId_v2"));
   a.clock = reinterpret_cast<decltype(a.clock)>(sym("nvmlDeviceGetClockInfo"));
   a.max_clock = reinterpret_cast<decltype(a.max_clock)>(sym("nvmlDeviceGetMaxClockInfo"));

@@ -6,9 +6,9 @@
 namespace moetune::cuda {
 
 struct Clocks {
-  int sm_mhz = 0;               // SM clock now (0 = unknown)
-  int sm_default_mhz = 0;       // default application SM clock (0 = unknown)
-  int sm_max_mhz = 0;           // max SM clock (0 = unknown)
+  int sm_mhz = 0;          // SM clock now (0 = unknown)
+  int sm_default_mhz = 0;  // default application SM clock (0 = unknown)
+  int sm_max_mhz = 0;      // max SM clock (0 = unknown)
   bool known() const { return sm_mhz > 0; }
 };
 

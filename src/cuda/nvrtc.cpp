@@ -3,12 +3,11 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <nvrtc.h>  // types only
 
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-
-#include <nvrtc.h>  // types only
 
 #include "moetune/error.hpp"
 
@@ -81,11 +80,11 @@ Loaded load() {
   if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr) {
     s.path = map->l_name;
   }
-#define MOETUNE_NVRTC_LOAD(fn)                                             \
-  s.api.fn = reinterpret_cast<decltype(s.api.fn)>(dlsym(lib, #fn));        \
-  if (s.api.fn == nullptr) {                                               \
-    s.why = std::string(#fn) + ": symbol not found in " + s.path;          \
-    return s;                                                              \
+#define MOETUNE_NVRTC_LOAD(fn)                                      \
+  s.api.fn = reinterpret_cast<decltype(s.api.fn)>(dlsym(lib, #fn)); \
+  if (s.api.fn == nullptr) {                                        \
+    s.why = std::string(#fn) + ": symbol not found in " + s.path;   \
+    return s;                                                       \
   }
   MOETUNE_NVRTC_LOAD(nvrtcVersion)
   MOETUNE_NVRTC_LOAD(nvrtcGetErrorString)

@@ -12,12 +12,12 @@ struct NvrtcHeader {
 };
 
 struct NvrtcProgram {
-  std::string name;     // program name (shows in logs), e.g. the kernel instance name
+  std::string name;  // program name (shows in logs), e.g. the kernel instance name
   std::string source;
   std::vector<NvrtcHeader> headers;
   std::vector<std::string> name_expressions;  // e.g. "moetune::mma_peak<__nv_bfloat16, 4>"
-  std::string arch;                            // "sm_80", "sm_90a", ...
-  std::vector<std::string> options;            // extra options, after the standard ones
+  std::string arch;                           // "sm_80", "sm_90a", ...
+  std::vector<std::string> options;           // extra options, after the standard ones
 };
 
 struct NvrtcResult {

@@ -76,8 +76,9 @@ TEST(BenchCeilings, ForDtype) {
 TEST(BenchCeilings, CachePath) {
   EXPECT_EQ(moetune::bench::ceilings_cache_path("/c", "NVIDIA H200", "580.159.04"),
             "/c/ceilings-NVIDIA_H200-580.159.04.json");
-  EXPECT_EQ(moetune::bench::ceilings_cache_path("/c", "NVIDIA RTX PRO 6000 Blackwell/x", "cuda-13.0"),
-            "/c/ceilings-NVIDIA_RTX_PRO_6000_Blackwell_x-cuda-13.0.json");
+  EXPECT_EQ(
+      moetune::bench::ceilings_cache_path("/c", "NVIDIA RTX PRO 6000 Blackwell/x", "cuda-13.0"),
+      "/c/ceilings-NVIDIA_RTX_PRO_6000_Blackwell_x-cuda-13.0.json");
 }
 
 TEST(BenchCeilings, NoGpuIsGpuUnavailable) {
@@ -121,11 +122,11 @@ TEST_F(BenchGpu, MeasureColdCopiesIsStableAndPlausible) {
   moetune::bench::Samples hot = moetune::bench::measure(enqueue, o);
   EXPECT_EQ(hot.rotation, 1);
   EXPECT_GT(hot.per_call_s.size(), 9u);
-  std::printf("cold copy %.1f us (%.0f GB/s, R=%d, n=%zu, clock %.0f MHz, default %.0f), "
-              "hot %.1f us\n",
-              cold.summary().median_s * 1e6, bw / 1e9, cold.calls_per_replay,
-              cold.per_call_s.size(), cold.clock.median_mhz, cold.clock.default_mhz,
-              hot.summary().median_s * 1e6);
+  std::printf(
+      "cold copy %.1f us (%.0f GB/s, R=%d, n=%zu, clock %.0f MHz, default %.0f), "
+      "hot %.1f us\n",
+      cold.summary().median_s * 1e6, bw / 1e9, cold.calls_per_replay, cold.per_call_s.size(),
+      cold.clock.median_mhz, cold.clock.default_mhz, hot.summary().median_s * 1e6);
 }
 
 TEST_F(BenchGpu, CeilingsNearTheDatasheetAndCached) {
@@ -134,10 +135,11 @@ TEST_F(BenchGpu, CeilingsNearTheDatasheetAndCached) {
   o.cache_dir = dir.string();
   MeasuredCeilings m = moetune::bench::measure_ceilings(0, o);
   EXPECT_FALSE(m.from_cache);
-  std::printf("copy %.0f GB/s over %.2f GiB; mma.sync bf16 %.1f, fp16 %.1f, fp8 %.1f TFLOP/s at "
-              "%.0f MHz\n",
-              m.copy_bandwidth_Bps / 1e9, m.copy_bytes / (1u << 30), m.bf16_flops / 1e12,
-              m.fp16_flops / 1e12, m.fp8_flops / 1e12, m.sm_clock_mhz);
+  std::printf(
+      "copy %.0f GB/s over %.2f GiB; mma.sync bf16 %.1f, fp16 %.1f, fp8 %.1f TFLOP/s at "
+      "%.0f MHz\n",
+      m.copy_bandwidth_Bps / 1e9, m.copy_bytes / (1u << 30), m.bf16_flops / 1e12,
+      m.fp16_flops / 1e12, m.fp8_flops / 1e12, m.sm_clock_mhz);
   EXPECT_GT(m.copy_bandwidth_Bps, 1e11);
   EXPECT_GT(m.bf16_flops, 1e13);
   if (m.device_name == "NVIDIA H200") {

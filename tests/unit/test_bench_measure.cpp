@@ -50,17 +50,17 @@ class FakeDevice : public ReplayDevice {
 }  // namespace
 
 TEST(BenchMeasure, ChooseCallsPerReplay) {
-  MeasureOptions o;  // rotation 16, min 16, target 200 us, max 1024
-  EXPECT_EQ(choose_calls_per_replay(50e-6, o), 16);     // 16 calls = 800 us already
-  EXPECT_EQ(choose_calls_per_replay(12.5e-6, o), 16);   // exactly 200 us
-  EXPECT_EQ(choose_calls_per_replay(10e-6, o), 32);     // 20 needed -> next multiple of 16
-  EXPECT_EQ(choose_calls_per_replay(1e-6, o), 208);     // 200 -> 208
-  EXPECT_EQ(choose_calls_per_replay(1e-9, o), 1024);    // capped
-  EXPECT_EQ(choose_calls_per_replay(0.0, o), 1024);     // unknown: longest allowed
+  MeasureOptions o;                                  // rotation 16, min 16, target 200 us, max 1024
+  EXPECT_EQ(choose_calls_per_replay(50e-6, o), 16);  // 16 calls = 800 us already
+  EXPECT_EQ(choose_calls_per_replay(12.5e-6, o), 16);  // exactly 200 us
+  EXPECT_EQ(choose_calls_per_replay(10e-6, o), 32);    // 20 needed -> next multiple of 16
+  EXPECT_EQ(choose_calls_per_replay(1e-6, o), 208);    // 200 -> 208
+  EXPECT_EQ(choose_calls_per_replay(1e-9, o), 1024);   // capped
+  EXPECT_EQ(choose_calls_per_replay(0.0, o), 1024);    // unknown: longest allowed
   o.rotation = 24;
-  EXPECT_EQ(choose_calls_per_replay(50e-6, o), 24);     // one full rotation at least
-  EXPECT_EQ(choose_calls_per_replay(1e-9, o), 1008);    // cap rounded down to 42 rotations
-  o.hot = true;                                         // hot: any R
+  EXPECT_EQ(choose_calls_per_replay(50e-6, o), 24);   // one full rotation at least
+  EXPECT_EQ(choose_calls_per_replay(1e-9, o), 1008);  // cap rounded down to 42 rotations
+  o.hot = true;                                       // hot: any R
   EXPECT_EQ(choose_calls_per_replay(10e-6, o), 20);
   EXPECT_EQ(choose_calls_per_replay(50e-6, o), 16);
 }

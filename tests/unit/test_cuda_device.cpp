@@ -78,8 +78,8 @@ TEST_F(CudaGpu, BuffersRoundTripAndPoison) {
   cu::DeviceBuffer a(ctx, host.size() * 4), b(ctx, host.size() * 4);
   a.upload(host);
   b.fill_u32(0xdeadbeefu);
-  EXPECT_EQ(b.download_as<std::uint32_t>(3), (std::vector<std::uint32_t>{0xdeadbeefu, 0xdeadbeefu,
-                                                                          0xdeadbeefu}));
+  EXPECT_EQ(b.download_as<std::uint32_t>(3),
+            (std::vector<std::uint32_t>{0xdeadbeefu, 0xdeadbeefu, 0xdeadbeefu}));
   cu::Stream stream(ctx);
   b.copy_from_async(a, a.bytes(), stream);
   stream.synchronize();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -20,8 +21,8 @@ using moetune::cuda::KernelSpec;
 namespace {
 
 fs::path fresh_dir(const std::string& tag) {
-  fs::path dir = fs::temp_directory_path() /
-                 ("moetune-test-" + tag + "-" + std::to_string(::getpid()));
+  fs::path dir =
+      fs::temp_directory_path() / ("moetune-test-" + tag + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir;
 }
@@ -135,7 +136,8 @@ TEST(CudaJit, ConcurrentCompilesOfOneSpec) {
   std::vector<CompiledKernel> results(4);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] { results[t] = Jit(dir.string()).compile(mma_peak_spec("sm_90a")); });
+    threads.emplace_back(
+        [&, t] { results[t] = Jit(dir.string()).compile(mma_peak_spec("sm_90a")); });
   }
   for (auto& t : threads) t.join();
   for (const auto& r : results) {
@@ -182,6 +184,8 @@ TEST(CudaJit, CompileManyKeepsOrderAndCapturesFailures) {
 }
 
 TEST(CudaJit, CacheDirFromEnvironment) {
+  const char* home = std::getenv("HOME");
+  std::string saved_home = home ? home : "";
   ::setenv("MOETUNE_CACHE_DIR", "/some/where", 1);
   EXPECT_EQ(moetune::cuda::default_cache_dir(), "/some/where");
   ::unsetenv("MOETUNE_CACHE_DIR");
@@ -190,4 +194,7 @@ TEST(CudaJit, CacheDirFromEnvironment) {
   ::unsetenv("XDG_CACHE_HOME");
   ::setenv("HOME", "/nonexistent-home-dir", 1);
   EXPECT_EQ(moetune::cuda::default_cache_dir(), "/tmp/moetune-cache-" + std::to_string(::getuid()));
+  ::setenv("HOME", "/tmp", 1);
+  EXPECT_EQ(moetune::cuda::default_cache_dir(), "/tmp/.cache/moetune");
+  if (home) ::setenv("HOME", saved_home.c_str(), 1);
 }
