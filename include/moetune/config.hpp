@@ -122,7 +122,9 @@ int moetune_smem_bytes(const KernelConfig& c, const ValidationTarget& t);
 int reference_smem_bytes(const KernelConfig& c, const ValidationTarget& t);
 
 // All violations of one config for entry M (empty = valid), in this order: a key outside the
-// values the kernel is built for (rule names the set), threads per block > 1024, shared memory
+// values the kernel is built for (limit names the set); else the kernel's own tile rule
+// (tile_math::tile_rule_violation: warp grid, accumulators per thread; key = the first key the
+// rule names, limit "moetune's GEMM kernel"); threads per block > 1024, shared memory
 // over gpu->smem_per_block_bytes (key "smem_bytes"; moetune's formula decides), for block fp8
 // BLOCK_SIZE_K not dividing block_k / BLOCK_SIZE_N neither dividing nor a multiple of block_n,
 // a dtype the GPU's tensor cores cannot run (key "dtype"), one per unknown key (rule "unknown

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "config/kernel_rules.hpp"
 #include "moetune/config.hpp"
 
 namespace moetune {
@@ -63,15 +64,24 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     c.SPLIT_K *= 2;
   }
   // Fit shared memory: fewer stages first (down to 2), then narrower N-tiles, then shallower
-  // K-tiles; BLOCK_SIZE_M stays, as the down GEMM must share it.
+  // K-tiles, each step only to a tile the kernel accepts; BLOCK_SIZE_M stays, as the down GEMM
+  // must share it.
   const ValidationTarget target{shape.dtype, shape.block_shape, &gpu};
+  auto acceptable = [&](const KernelConfig& k) {
+    return fits_block_n(shape, k.BLOCK_SIZE_N) && k.BLOCK_SIZE_N >= 32 && k.BLOCK_SIZE_K >= 32 &&
+           k.num_stages >= 2 && config::kernel_rule_violation(k, target) == nullptr;
+  };
   while (moetune_smem_bytes(c, target) > gpu.smem_per_block_bytes) {
-    if (c.num_stages > 2) {
-      --c.num_stages;
-    } else if (c.BLOCK_SIZE_N > 32 && fits_block_n(shape, c.BLOCK_SIZE_N / 2)) {
-      c.BLOCK_SIZE_N /= 2;
-    } else if (c.BLOCK_SIZE_K > 32) {
-      c.BLOCK_SIZE_K /= 2;
+    KernelConfig fewer_stages = c, narrower = c, shallower = c;
+    --fewer_stages.num_stages;
+    narrower.BLOCK_SIZE_N /= 2;
+    shallower.BLOCK_SIZE_K /= 2;
+    if (acceptable(fewer_stages)) {
+      c = fewer_stages;
+    } else if (acceptable(narrower)) {
+      c = narrower;
+    } else if (acceptable(shallower)) {
+      c = shallower;
     } else {
       break;  // nothing smaller exists; validation will say why
     }

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "config/config_keys.hpp"
+#include "config/kernel_rules.hpp"
 #include "kernels/common/tile_math.cuh"
 #include "moetune/config.hpp"
 
@@ -60,6 +61,29 @@ void check_allowed_values(const KernelConfig& c, int M, std::vector<Violation>& 
                                        : fmt::format("{}..{}", allowed.min, allowed.max);
     out.push_back({M, allowed.key, std::to_string(value), limit, allowed.rule});
   }
+}
+
+// moetune's GEMM kernel's own tiling rules (warp grid, accumulator registers, row width), from
+// tile_math.cuh where the kernel static_asserts them. Asked only of configs whose keys are all
+// in the allowed sets, so that one bad value is not reported twice. The violation's key is the
+// first config key the rule names.
+void check_kernel_rules(const KernelConfig& c, const ValidationTarget& t, int M,
+                        std::vector<Violation>& out) {
+  const char* reason = config::kernel_rule_violation(c, t);
+  if (reason == nullptr) return;
+  const std::string rule = reason;
+  std::string key = "tile", value = fmt::format("{}x{}x{}, {} warps", c.BLOCK_SIZE_M,
+                                                c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.num_warps);
+  size_t first = std::string::npos;
+  for (const auto& field : config::kConfigFields) {
+    const size_t at = rule.find(field.key);
+    if (at < first) {
+      first = at;
+      key = field.key;
+      value = std::to_string(c.*field.member);
+    }
+  }
+  out.push_back({M, key, value, "moetune's GEMM kernel", rule});
 }
 
 void check_threads(const KernelConfig& c, int M, std::vector<Violation>& out) {
@@ -153,6 +177,7 @@ std::vector<Violation> validate_config(const KernelConfig& c, const ValidationTa
   if (t.gpu == nullptr) throw std::invalid_argument("validate_config: ValidationTarget.gpu unset");
   std::vector<Violation> out;
   check_allowed_values(c, M, out);
+  if (out.empty()) check_kernel_rules(c, t, M, out);
   check_threads(c, M, out);
   check_smem(c, t, M, out);  // moetune's formula decides; the reference is only reported
   check_block_shape(c, t, M, out);
