@@ -95,8 +95,9 @@ const SearchSpace& default_space();
 
 // --- pruning and the plan -------------------------------------------------------------------
 // Pruning reasons, in the order they are tried (one reason per config):
-//   "block_k", "tile_rule", "smem"    validate_config, by rule (plus shape rules, e.g. SPLIT_K
-//                                     slices shorter than one K-tile: tile_rule)
+//   "block_k", "block_n", "dtype",    validate_config, by rule (block_k/block_n: fp8 scale
+//   "tile_rule", "smem"               blocks; tile_rule: the kernel's tiling rules plus shape
+//                                     rules, e.g. SPLIT_K slices shorter than one K-tile)
 //   "block_m_alignment"               down only: BLOCK_SIZE_M differs from the up choice
 //   "duplicate_effect"                same kernel behaviour as a kept config (e.g. GROUP_SIZE_M
 //                                     when every expert has one M-tile)

@@ -1,6 +1,6 @@
 // Pruning before compiling (unlike compile-and-see): every rejected config is counted under one
-// reason, tried in a fixed order so that counts are stable: block_k, tile_rule, smem,
-// block_m_alignment, duplicate_effect, dominated_by_model.
+// reason, tried in a fixed order so that counts are stable: block_k, block_n, dtype, tile_rule,
+// smem, block_m_alignment, duplicate_effect, dominated_by_model.
 #include "tune/prune.hpp"
 
 #include <algorithm>
@@ -15,25 +15,22 @@
 namespace moetune::tune {
 namespace {
 
-// Maps one Violation to a pruning reason by the key and rule it names.
+// Maps one Violation to a pruning reason by the key and limit it names.
 std::string reason_of(const Violation& v) {
-  std::string rule = v.rule;
-  std::transform(rule.begin(), rule.end(), rule.begin(), ::tolower);
-  if (v.key == "smem_bytes" || v.key.find("smem") != std::string::npos ||
-      rule.find("shared memory") != std::string::npos) {
-    return "smem";
-  }
-  if (v.key == "BLOCK_SIZE_K" && (rule.find("block") != std::string::npos ||
-                                  rule.find("scale") != std::string::npos)) {
-    return "block_k";
-  }
+  if (v.key == "smem_bytes") return "smem";
+  if (v.limit.find("block_k") != std::string::npos) return "block_k";
+  if (v.limit.find("block_n") != std::string::npos) return "block_n";
+  if (v.key == "dtype") return "dtype";
   return "tile_rule";
 }
 
+// Correctness rules first, then the kernel's tiling rules, then resources.
 int rank_of(const std::string& reason) {
   if (reason == "block_k") return 0;
-  if (reason == "tile_rule") return 1;
-  return 2;  // smem
+  if (reason == "block_n") return 1;
+  if (reason == "dtype") return 2;
+  if (reason == "tile_rule") return 3;
+  return 4;  // smem
 }
 
 }  // namespace
@@ -46,7 +43,7 @@ std::string validation_reason(const KernelConfig& c, const MoeShape& shape, cons
     const std::string r = reason_of(v);
     if (best.empty() || rank_of(r) < rank_of(best)) best = r;
   }
-  if (!best.empty() && rank_of(best) <= 1) return best;
+  if (!best.empty() && best != "smem") return best;
   // Shape rules of this stage: a K-tile longer than the reduction computes zeros; split-K
   // slices shorter than one K-tile leave blocks with nothing to reduce.
   const StageDims d = stage_dims(shape, stage);

@@ -73,8 +73,12 @@ std::vector<std::pair<KernelConfig, KernelConfig>> neighbour_seeds(Shared& sh, i
 
 // Picks the stage's config: the fastest measured config that passes the accuracy check
 // replaces the baseline only when compare() says faster; else the baseline is kept.
+//
+// The verdict uses a fresh confirmation measurement of the winner and the baseline (replays
+// `confirm_replays` each): the search's own samples chose the winner, so they are biased in its
+// favour (the best of many noisy medians looks faster than it is).
 StageOutcome decide(int M, Stage stage, const Measured& m, const KernelConfig& baseline,
-                    MeasureDoor& door) {
+                    MeasureDoor& door, int confirm_replays) {
   StageOutcome out;
   out.default_config = baseline;
   out.chosen = baseline;
@@ -111,9 +115,20 @@ StageOutcome decide(int M, Stage stage, const Measured& m, const KernelConfig& b
       out.winner_vs_runner_up = compare(out.winner_times_s, m.results.at(ranked[j]).times_s);
       break;
     }
-    if (!out.default_times_s.empty()) {
+    if (!out.default_times_s.empty() && !(c == baseline)) {
+      const auto fresh = door.measure(M, stage, {c, baseline}, confirm_replays);
+      if (fresh.size() == 2 && fresh[0].status == CandidateStatus::ok &&
+          fresh[1].status == CandidateStatus::ok && fresh[0].times_s.size() >= 2 &&
+          fresh[1].times_s.size() >= 2) {
+        out.winner_times_s = fresh[0].times_s;
+        out.winner_summary = summarize(out.winner_times_s);
+        out.default_times_s = fresh[1].times_s;
+        out.default_summary = summarize(out.default_times_s);
+      }
       out.winner_vs_default = compare(out.winner_times_s, out.default_times_s);
-      if (!(c == baseline) && out.winner_vs_default->verdict == Verdict::faster) out.chosen = c;
+      if (out.winner_vs_default->verdict == Verdict::faster) out.chosen = c;
+    } else if (!out.default_times_s.empty()) {
+      out.winner_vs_default = compare(out.winner_times_s, out.default_times_s);
     } else if (!(c == baseline)) {
       // The baseline failed to run: the winner is the only measured choice.
       out.chosen = c;
@@ -167,7 +182,7 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
   const StagePlan up_plan = plan_stage(o, M, Stage::up, std::nullopt, up_seeds);
   door.set_planned(static_cast<int>(up_plan.candidates.size()));
   const Measured up_m = run_strategy({M, Stage::up, up_plan.candidates, up_default, &o}, door);
-  row.up = decide(M, Stage::up, up_m, up_default, door);
+  row.up = decide(M, Stage::up, up_m, up_default, door, o.max_replays);
   if (up_m.stopped_by_budget) sh.budget_exhausted = true;
 
   // Down: the up choice's BLOCK_SIZE_M. Its baseline is the default with that BLOCK_SIZE_M.
@@ -184,7 +199,7 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
   door.set_planned(static_cast<int>(down_plan.candidates.size()));
   const Measured down_m =
       run_strategy({M, Stage::down, down_plan.candidates, down_baseline, &o}, door);
-  row.down = decide(M, Stage::down, down_m, down_baseline, door);
+  row.down = decide(M, Stage::down, down_m, down_baseline, door, o.max_replays);
   if (down_m.stopped_by_budget) sh.budget_exhausted = true;
 
   // The default pair for the report (and the revert): down's own default, measured when the

@@ -1,0 +1,66 @@
+// --budget, --batch and --serving parsing: values, and InputError naming the field on junk.
+#include <gtest/gtest.h>
+
+#include "moetune/error.hpp"
+#include "moetune/tuner.hpp"
+
+namespace moetune::tune {
+namespace {
+
+std::string field_of(auto&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.field();
+  }
+  return "(no error)";
+}
+
+TEST(ParseBudget, Units) {
+  EXPECT_DOUBLE_EQ(parse_budget("90s"), 90);
+  EXPECT_DOUBLE_EQ(parse_budget("5m"), 300);
+  EXPECT_DOUBLE_EQ(parse_budget("1h30m"), 5400);
+  EXPECT_DOUBLE_EQ(parse_budget("2h"), 7200);
+  EXPECT_DOUBLE_EQ(parse_budget("1h2m3s"), 3723);
+  EXPECT_DOUBLE_EQ(parse_budget("1.5m"), 90);
+  EXPECT_DOUBLE_EQ(parse_budget("300"), 300);
+}
+
+TEST(ParseBudget, JunkNamesTheField) {
+  for (const char* bad : {"", "5x", "m", "0s", "30m1h", "5m5m", "1h30", "-5m", "5 m"}) {
+    EXPECT_EQ(field_of([&] { parse_budget(bad); }), "budget") << bad;
+  }
+}
+
+TEST(ParseBatchList, SortedUnique) {
+  EXPECT_EQ(parse_batch_list("1,2,4"), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(parse_batch_list("64, 8,8,1"), (std::vector<int>{1, 8, 64}));
+  for (const char* bad : {"", "1,,2", "0", "-4", "a", "1.5", "8x"}) {
+    EXPECT_EQ(field_of([&] { parse_batch_list(bad); }), "batch") << bad;
+  }
+}
+
+TEST(ServingBatchSizes, PowersOfTwoAndEndpointsTimesTokensPerStep) {
+  EXPECT_EQ(serving_batch_sizes("concurrency=1..64,spec=3"),
+            (std::vector<int>{4, 8, 16, 32, 64, 128, 256}));
+  EXPECT_EQ(serving_batch_sizes("concurrency=1..64"),
+            (std::vector<int>{1, 2, 4, 8, 16, 32, 64}));
+  // Endpoints that are not powers of two are kept.
+  EXPECT_EQ(serving_batch_sizes("concurrency=3..50,spec=1"),
+            (std::vector<int>{6, 8, 16, 32, 64, 100}));
+  EXPECT_EQ(serving_batch_sizes("concurrency=8"), (std::vector<int>{8}));
+  EXPECT_EQ(serving_batch_sizes("spec=0,concurrency=2..2"), (std::vector<int>{2}));
+}
+
+TEST(ServingBatchSizes, JunkNamesTheField) {
+  EXPECT_EQ(field_of([] { serving_batch_sizes("concurrency=64..1"); }), "serving.concurrency");
+  EXPECT_EQ(field_of([] { serving_batch_sizes("concurrency=a..b"); }), "serving.concurrency");
+  EXPECT_EQ(field_of([] { serving_batch_sizes("concurrency=0..8"); }), "serving.concurrency");
+  EXPECT_EQ(field_of([] { serving_batch_sizes("concurrency=1..8,spec=-1"); }), "serving.spec");
+  EXPECT_EQ(field_of([] { serving_batch_sizes("concurrency=1..8,draft=3"); }), "serving");
+  EXPECT_EQ(field_of([] { serving_batch_sizes("spec=3"); }), "serving");
+  EXPECT_EQ(field_of([] { serving_batch_sizes("1..64"); }), "serving");
+}
+
+}  // namespace
+}  // namespace moetune::tune

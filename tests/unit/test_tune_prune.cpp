@@ -1,0 +1,189 @@
+// Pruning counts (H200 fp8 block: BLOCK_SIZE_K 256 by block_k; RTX PRO 6000: shared memory),
+// the model ranking, and the dry-run JSON's exact keys.
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "moetune/tuner.hpp"
+#include "tune/cost_model.hpp"
+#include "tune/prune.hpp"
+
+namespace moetune::tune {
+namespace {
+
+// Qwen3.5-122B-A10B at TP4 (ANCHORS.md): E=256, N=256, K=3072, topk=8.
+MoeShape qwen_tp4(bool fp8) {
+  MoeShape s;
+  s.architecture = "Qwen3_5MoeForCausalLM";
+  s.E = s.E_global = 256;
+  s.N = 256;
+  s.K = 3072;
+  s.topk = 8;
+  s.dtype = fp8 ? Dtype::fp8_w8a8 : Dtype::bf16;
+  if (fp8) s.block_shape = std::array<int, 2>{128, 128};
+  s.moe_layers = 48;
+  s.tp = 4;
+  return s;
+}
+
+TuneOptions options(const MoeShape& shape, const char* gpu, std::vector<int> batch) {
+  TuneOptions o;
+  o.shape = shape;
+  o.gpu = require_gpu(gpu);
+  o.batch = std::move(batch);
+  return o;
+}
+
+long total(const std::map<std::string, long>& m) {
+  long t = 0;
+  for (const auto& [k, v] : m) t += v;
+  return t;
+}
+
+TEST(Prune, H200Fp8BlockPrunesBlockK256ByBlockK) {
+  const TuneOptions o = options(qwen_tp4(true), "H200", {1, 64, 1024});
+  for (int M : o.batch) {
+    for (Stage stage : {Stage::up, Stage::down}) {
+      const StagePlan p = plan_stage(o, M, stage, std::nullopt);
+      // A third of the 5,760 configs have BLOCK_SIZE_K 256 > block_k 128: every one is
+      // counted under block_k, whatever else is wrong with it.
+      EXPECT_EQ(p.pruned.at("block_k"), 1920) << M;
+      for (const KernelConfig& c : p.candidates) {
+        EXPECT_NE(c.BLOCK_SIZE_K, 256);
+        EXPECT_EQ(validation_reason(c, o.shape, o.gpu, M, stage), "") << M;
+      }
+      // Every config of the space is either a candidate or counted once.
+      const bool default_in_space = [&] {
+        const auto all = default_space().configs();
+        return std::find(all.begin(), all.end(), p.default_config) != all.end();
+      }();
+      EXPECT_EQ(long(p.candidates.size()) + total(p.pruned), 5760 + (default_in_space ? 0 : 1));
+      // The default is always measured.
+      EXPECT_NE(std::find(p.candidates.begin(), p.candidates.end(), p.default_config),
+                p.candidates.end());
+      // Ranked by the model.
+      EXPECT_TRUE(std::is_sorted(p.predicted_s.begin(), p.predicted_s.end()));
+      EXPECT_GT(p.pruned.at("dominated_by_model"), 0);
+    }
+  }
+}
+
+TEST(Prune, SplitKLongerThanTheReductionIsATileRule) {
+  const TuneOptions o = options(qwen_tp4(true), "H200", {1});
+  // down reduces over N = 256: SPLIT_K 4 x BLOCK_SIZE_K 128 = 512 > 256.
+  const KernelConfig c{16, 64, 128, 1, 4, 3, 4};
+  EXPECT_EQ(validation_reason(c, o.shape, o.gpu, 1, Stage::down), "tile_rule");
+  EXPECT_EQ(validation_reason(c, o.shape, o.gpu, 1, Stage::up), "");
+}
+
+TEST(Prune, RtxPro6000PrunesMoreBySharedMemory) {
+  const TuneOptions h200 = options(qwen_tp4(false), "H200", {256});
+  const TuneOptions rtx = options(qwen_tp4(false), "RTX PRO 6000", {256});
+  const StagePlan ph = plan_stage(h200, 256, Stage::up, std::nullopt);
+  const StagePlan pr = plan_stage(rtx, 256, Stage::up, std::nullopt);
+  EXPECT_GT(pr.pruned.at("smem"), ph.pruned.at("smem"));
+  EXPECT_GT(pr.pruned.at("smem"), 0);
+  // A bf16 64x128x128 3-stage tile: fits 232,448 B, not 101,376 B.
+  const KernelConfig c{64, 128, 128, 1, 4, 3, 1};
+  const ValidationTarget th{Dtype::bf16, std::nullopt, &h200.gpu};
+  const int smem = moetune_smem_bytes(c, th);
+  ASSERT_GT(smem, rtx.gpu.smem_per_block_bytes);
+  ASSERT_LE(smem, h200.gpu.smem_per_block_bytes);
+  EXPECT_EQ(validation_reason(c, rtx.shape, rtx.gpu, 256, Stage::up), "smem");
+  EXPECT_EQ(validation_reason(c, h200.shape, h200.gpu, 256, Stage::up), "");
+}
+
+TEST(Prune, GroupSizeIsADuplicateWithOneMTilePerExpert) {
+  const TuneOptions o = options(qwen_tp4(true), "H200", {1});
+  const StagePlan p = plan_stage(o, 1, Stage::up, std::nullopt);
+  // At M=1 every expert holds one token: GROUP_SIZE_M 16/32/64 act like 1.
+  EXPECT_GT(p.pruned.at("duplicate_effect"), 0);
+  for (const KernelConfig& c : p.candidates) {
+    if (!(c == p.default_config)) {
+      EXPECT_EQ(c.GROUP_SIZE_M, 1);
+    }
+  }
+}
+
+TEST(Prune, DownFollowsTheUpBlockSizeM) {
+  const TuneOptions o = options(qwen_tp4(true), "H200", {64});
+  const StagePlan p = plan_stage(o, 64, Stage::down, 32);
+  EXPECT_GT(p.pruned.at("block_m_alignment"), 0);
+  for (const KernelConfig& c : p.candidates) EXPECT_EQ(c.BLOCK_SIZE_M, 32);
+}
+
+TEST(Prune, ExhaustiveKeepsEveryValidConfig) {
+  TuneOptions o = options(qwen_tp4(true), "H200", {64});
+  o.exhaustive = true;
+  const StagePlan p = plan_stage(o, 64, Stage::up, std::nullopt);
+  EXPECT_EQ(p.pruned.count("dominated_by_model"), 0u);
+  EXPECT_EQ(p.pruned.count("duplicate_effect"), 0u);
+  EXPECT_GT(p.candidates.size(), 500u);
+}
+
+TEST(CostModel, DecodePrefersSplitKAndSmallTiles) {
+  const MoeShape s = qwen_tp4(true);
+  const GpuSpec& g = require_gpu("H200");
+  // M=1: 8 experts x 512/BN N-tiles fill few SMs; split-K adds blocks.
+  const KernelConfig no_split{16, 64, 128, 1, 4, 4, 1};
+  KernelConfig split = no_split;
+  split.SPLIT_K = 4;
+  const CostBreakdown a = predict(s, g, 1, Stage::up, no_split);
+  const CostBreakdown b = predict(s, g, 1, Stage::up, split);
+  EXPECT_NEAR(a.active_experts, 256 * (1 - std::pow(1 - 8.0 / 256, 1)), 1e-9);
+  EXPECT_DOUBLE_EQ(a.tiles, 8.0 * 1 * (512 / 64));
+  EXPECT_DOUBLE_EQ(b.tiles, 4 * a.tiles);
+  EXPECT_LT(b.predicted_s, a.predicted_s);
+  // Padding waste: one token in a 256-row tile.
+  const CostBreakdown big = predict(s, g, 1, Stage::up, KernelConfig{256, 64, 128, 1, 8, 4, 1});
+  EXPECT_NEAR(big.padding_waste, 255.0 / 256.0, 1e-9);
+  // Never below the stage's floor.
+  EXPECT_GT(a.predicted_s, stage_floor_s(s, g, 1, Stage::up));
+}
+
+TEST(Plan, DryRunJsonKeysExactly) {
+  TuneOptions o = options(qwen_tp4(true), "H200", {1, 8, 64});
+  o.shape_json = {{"E", 256}, {"note", "from the CLI"}};
+  const TunePlan p = plan(o);
+  const nlohmann::json j = to_json(p);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.insert(k);
+  EXPECT_EQ(keys, (std::set<std::string>{"shape", "batch", "plan", "estimated_seconds"}));
+  EXPECT_EQ(j.at("shape"), o.shape_json);
+  EXPECT_EQ(j.at("batch"), nlohmann::json({1, 8, 64}));
+  ASSERT_EQ(j.at("plan").size(), 3u);
+  for (const auto& row : j.at("plan")) {
+    std::set<std::string> rk;
+    for (const auto& [k, v] : row.items()) rk.insert(k);
+    EXPECT_EQ(rk, (std::set<std::string>{"M", "space", "candidates", "pruned"}));
+    EXPECT_EQ(row.at("space"), 11520);
+    EXPECT_TRUE(row.at("candidates").is_number_integer());
+    EXPECT_GT(row.at("candidates").get<long>(), 2);
+    EXPECT_LT(row.at("candidates").get<long>(), 11520 / 5);
+    EXPECT_EQ(row.at("pruned").at("block_k"), 3840);
+  }
+  EXPECT_TRUE(j.at("estimated_seconds").is_number());
+  EXPECT_GT(j.at("estimated_seconds").get<double>(), 1.0);
+}
+
+TEST(Plan, ShapeJsonWhenTheCliGivesNone) {
+  const TuneOptions o = options(qwen_tp4(true), "H200", {1});
+  const nlohmann::json j = to_json(plan(o));
+  EXPECT_EQ(j.at("shape").at("E"), 256);
+  EXPECT_EQ(j.at("shape").at("block_shape"), nlohmann::json({128, 128}));
+  EXPECT_EQ(j.at("shape").at("config_file").at("sglang"),
+            "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json");
+}
+
+TEST(Plan, DefaultBatchSizesAndBudgetCap) {
+  TuneOptions o = options(qwen_tp4(true), "H200", {});
+  const TunePlan p = plan(o);
+  EXPECT_EQ(p.batch, default_batch_sizes());
+  o.budget_s = 30;
+  EXPECT_LE(plan(o).estimated_seconds, 30.0);
+}
+
+}  // namespace
+}  // namespace moetune::tune

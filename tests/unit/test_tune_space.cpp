@@ -1,0 +1,44 @@
+// The search space: the classic 1,920 times SPLIT_K, per GEMM; every combination once.
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "moetune/tuner.hpp"
+
+namespace moetune::tune {
+namespace {
+
+TEST(SearchSpace, Classic1920TimesSplitK) {
+  const SearchSpace& s = default_space();
+  std::size_t classic = 1;
+  std::size_t split_k = 0;
+  for (const auto& [key, values] : s.axes) {
+    if (key == "SPLIT_K") {
+      split_k = values.size();
+    } else {
+      classic *= values.size();
+    }
+  }
+  EXPECT_EQ(classic, 1920u);
+  EXPECT_EQ(split_k, 3u);
+  EXPECT_EQ(s.size(), 1920u * 3u);
+  const std::vector<KernelConfig> all = s.configs();
+  ASSERT_EQ(all.size(), 5760u);
+  EXPECT_EQ(std::set<KernelConfig>(all.begin(), all.end()).size(), 5760u);
+  // Corners of the space are present.
+  const KernelConfig small{16, 32, 64, 1, 4, 2, 1};
+  const KernelConfig large{256, 256, 256, 64, 8, 5, 4};
+  EXPECT_NE(std::find(all.begin(), all.end(), small), all.end());
+  EXPECT_NE(std::find(all.begin(), all.end(), large), all.end());
+}
+
+TEST(SearchSpace, JsonListsEachAxis) {
+  const nlohmann::json j = default_space().to_json();
+  EXPECT_EQ(j.at("BLOCK_SIZE_M"), nlohmann::json({16, 32, 64, 128, 256}));
+  EXPECT_EQ(j.at("num_stages"), nlohmann::json({2, 3, 4, 5}));
+  EXPECT_EQ(j.at("SPLIT_K"), nlohmann::json({1, 2, 4}));
+  EXPECT_EQ(j.size(), 7u);
+}
+
+}  // namespace
+}  // namespace moetune::tune
