@@ -253,6 +253,13 @@ std::vector<CompiledKernel> Jit::compile_many(const std::vector<KernelSpec>& spe
   return results;
 }
 
+std::future<std::vector<CompiledKernel>> Jit::compile_many_async(std::vector<KernelSpec> specs,
+                                                                int threads) {
+  return std::async(std::launch::async, [this, specs = std::move(specs), threads] {
+    return compile_many(specs, threads);
+  });
+}
+
 std::shared_ptr<LoadedKernel> Jit::get(const KernelSpec& spec_in) {
   Context& ctx = Context::current();
   KernelSpec spec = spec_in;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <utility>
@@ -92,6 +93,9 @@ class Jit {
   // Compiles many on a thread pool of `threads` (0 = hardware concurrency). Results in order;
   // a failure is returned as an empty cubin with the log, not thrown.
   std::vector<CompiledKernel> compile_many(const std::vector<KernelSpec>& specs, int threads = 0);
+  // compile_many on a background thread, so that compiles overlap GPU measurement.
+  std::future<std::vector<CompiledKernel>> compile_many_async(std::vector<KernelSpec> specs,
+                                                              int threads = 0);
   // Compile if needed and load into the current context (memoized per process). Needs a GPU.
   // An empty spec.arch means the current device's arch.
   std::shared_ptr<LoadedKernel> get(const KernelSpec& spec);

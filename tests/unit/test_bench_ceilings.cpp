@@ -155,3 +155,22 @@ TEST_F(BenchGpu, CeilingsNearTheDatasheetAndCached) {
   EXPECT_DOUBLE_EQ(again.bf16_flops, m.bf16_flops);
   fs::remove_all(dir);
 }
+
+TEST_F(BenchGpu, MeasuresOnTheLastGpu) {
+  namespace cu = moetune::cuda;
+  int last = cu::device_count() - 1;
+  if (last == 0) GTEST_SKIP() << "one GPU";
+  cu::Context& ctx = cu::Context::get(last);
+  cu::DeviceBuffer a(ctx, 64u << 20), b(ctx, 64u << 20);
+  a.fill_u32(1);
+  moetune::bench::MeasureOptions o;
+  o.hot = true;
+  o.device = last;
+  auto s = moetune::bench::measure(
+      [&](CUstream st, int) { b.copy_from_async(a, a.bytes(), st); }, o);
+  EXPECT_GE(s.per_call_s.size(), 10u);
+  double bw = 2.0 * a.bytes() / s.summary().median_s;
+  std::printf("GPU %d: hot 64 MiB copy %.0f GB/s, clock %.0f MHz\n", last, bw / 1e9,
+              s.clock.median_mhz);
+  EXPECT_GT(bw, 1e11);
+}

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <thread>
 
 #include "cuda/context.hpp"
 #include "cuda/device.hpp"
@@ -127,4 +128,50 @@ TEST_F(CudaGpu, JitGetLaunchesMmaPeakInAGraph) {
   auto values = out.download_as<float>(blocks * threads);
   for (float v : values) ASSERT_TRUE(std::isfinite(v));
   std::filesystem::remove_all(dir);
+}
+
+TEST_F(CudaGpu, OneWorkerPerGpu) {
+  int n = cu::device_count();
+  if (n < 2) GTEST_SKIP() << "one GPU";
+  cu::Jit& jit = cu::Jit::instance();
+  cu::KernelSpec spec;
+  spec.file = "mma_peak.cuh";
+  spec.kernel = "moetune::mma_peak";
+  spec.template_args = {{"T", "__nv_bfloat16"}, {"kChains", "2"}};
+  spec.name = "mma_peak_bf16_c2";
+  std::vector<std::shared_ptr<cu::LoadedKernel>> kernels(n);
+  std::vector<float> first(n, 0);
+  std::vector<std::thread> workers;
+  for (int d = 0; d < n; ++d) {
+    workers.emplace_back([&, d] {
+      cu::Context& ctx = cu::Context::get(d);  // current on this worker's thread
+      kernels[d] = jit.get(spec);              // loaded into this GPU's context
+      cu::DeviceBuffer out(ctx, 128 * sizeof(float));
+      out.fill_u32(0x7fc00000u);
+      cu::Stream stream(ctx);
+      CUdeviceptr p = out.ptr();
+      int iterations = 10;
+      void* args[] = {&p, &iterations};
+      kernels[d]->launch({1}, {128}, 0, stream, args);
+      stream.synchronize();
+      first[d] = out.download_as<float>(1)[0];
+    });
+  }
+  for (auto& w : workers) w.join();
+  for (int d = 0; d < n; ++d) {
+    EXPECT_TRUE(std::isfinite(first[d])) << d;
+    EXPECT_EQ(first[d], first[0]) << d;  // same kernel, same result on every GPU
+    for (int e = 0; e < d; ++e) EXPECT_NE(kernels[d].get(), kernels[e].get());
+  }
+  // A buffer made for GPU 1 while GPU 0 is current lives on GPU 1 and is freed there.
+  cu::Context::get(0);
+  {
+    cu::DeviceBuffer b(cu::Context::get(1), 4096);
+    cu::Context::get(0);
+    b.fill_u8(3);
+    EXPECT_EQ(b.download_as<std::uint8_t>(2), (std::vector<std::uint8_t>{3, 3}));
+  }
+  CUcontext cur = nullptr;
+  cu::driver().cuCtxGetCurrent(&cur);
+  EXPECT_EQ(cur, cu::Context::get(0).handle());
 }

@@ -12,6 +12,7 @@
 #include "cuda/jit_cache.hpp"
 #include "cuda/kernel_sources.hpp"
 #include "cuda/nvrtc.hpp"
+#include "moetune/error.hpp"
 
 namespace fs = std::filesystem;
 using moetune::cuda::CompiledKernel;
@@ -75,7 +76,7 @@ TEST(CudaJit, NameExpressionAndKey) {
 
 TEST(CudaJit, CompilesForEachArchAndCaches) {
   fs::path dir = fresh_dir("archs");
-  for (const std::string arch : {"sm_80", "sm_90a", "sm_120"}) {
+  for (const std::string arch : {"sm_80", "sm_89", "sm_90a", "sm_100a", "sm_120"}) {
     Jit jit(dir.string());
     CompiledKernel first = jit.compile(mma_peak_spec(arch));
     EXPECT_FALSE(first.from_cache) << arch;
@@ -180,6 +181,36 @@ TEST(CudaJit, CompileManyKeepsOrderAndCapturesFailures) {
   EXPECT_EQ(results[1].spec.name, "bad");
   EXPECT_TRUE(is_elf(results[2].cubin));
   EXPECT_EQ(results[2].spec.arch, "sm_120");
+  fs::remove_all(dir);
+}
+
+TEST(CudaJit, CompileManyAsyncOverlapsTheCaller) {
+  fs::path dir = fresh_dir("async");
+  Jit jit(dir.string());
+  auto future = jit.compile_many_async({mma_peak_spec("sm_89", "__nv_fp8_e4m3"),
+                                        mma_peak_spec("sm_90a", "__half")});
+  auto results = future.get();
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_TRUE(is_elf(results[0].cubin)) << results[0].log;
+  EXPECT_TRUE(is_elf(results[1].cubin)) << results[1].log;
+  EXPECT_NE(results[0].lowered_name, results[1].lowered_name);
+  fs::remove_all(dir);
+}
+
+TEST(CudaJit, CompileErrorsCarryTheLog) {
+  fs::path dir = fresh_dir("error");
+  Jit jit(dir.string());
+  KernelSpec s = mma_peak_spec("sm_80");
+  s.template_args = {{"T", "float"}, {"kChains", "4"}};  // no MmaPeakShape<float>
+  try {
+    jit.compile(s);
+    ADD_FAILURE() << "no throw";
+  } catch (const moetune::CudaError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("moetune::mma_peak<float, 4>"), std::string::npos) << what;
+    EXPECT_NE(what.find("error"), std::string::npos) << what;
+  }
+  EXPECT_THROW(jit.compile(mma_peak_spec("")), moetune::InputError);
   fs::remove_all(dir);
 }
 
