@@ -72,7 +72,7 @@ ParsedTable parse_config_table(const nlohmann::json& j, const std::string& sourc
 KernelConfig parse_kernel_config(const nlohmann::json& j, std::vector<std::string>* unknown,
                                  const std::string& source);
 nlohmann::json to_json(const KernelConfig& c);  // classic keys, plus SPLIT_K only when != 1
-nlohmann::json to_json(const ConfigTable& t);    // only batch-size keys
+nlohmann::json to_json(const ConfigTable& t);   // only batch-size keys
 ConfigTable to_table(const ParsedTable& p);
 // The table as servers write it: 4-space indent, keys in numeric order, config keys in classic
 // order (then SPLIT_K when != 1), ending in a newline. (nlohmann::json would sort "1024" < "16".)

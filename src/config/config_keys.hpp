@@ -8,9 +8,9 @@
 namespace moetune::config {
 
 struct ConfigField {
-  const char* key;              // JSON spelling, e.g. "BLOCK_SIZE_M"
-  int KernelConfig::*member;    // where it lives in KernelConfig
-  bool required;                // classic keys are required; moetune's own have defaults
+  const char* key;            // JSON spelling, e.g. "BLOCK_SIZE_M"
+  int KernelConfig::*member;  // where it lives in KernelConfig
+  bool required;              // classic keys are required; moetune's own have defaults
 };
 
 // Classic keys first, in the order servers write them, then moetune's own.

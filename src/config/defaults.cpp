@@ -11,7 +11,8 @@ KernelConfig sglang_default_config(const MoeShape& shape, int M) {
     return {64, block_n, block_k, 32, 4, 3};
   }
   if (shape.dtype == Dtype::fp8_w8a8) {
-    return M <= shape.E ? KernelConfig{64, 128, 128, 1, 4, 4} : KernelConfig{128, 256, 128, 32, 8, 4};
+    return M <= shape.E ? KernelConfig{64, 128, 128, 1, 4, 4}
+                        : KernelConfig{128, 256, 128, 32, 8, 4};
   }
   return M <= shape.E ? KernelConfig{16, 32, 64, 1, 4, 3} : KernelConfig{64, 64, 32, 8, 4, 3};
 }

@@ -26,6 +26,12 @@ using config::kConfigFields;
 
 bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
 
+[[noreturn]] void refuse_key(const std::string& key, const std::string& source,
+                             const std::string& reason) {
+  throw InputError("config key", fmt::format("\"{}\"", key),
+                   fmt::format("{} (in {})", reason, source));
+}
+
 // A top-level key: the batch size M, or nullopt for a foreign key to skip (e.g.
 // "triton_version"). A key that looks numeric (first non-blank is a digit or sign) but is not a
 // plain positive decimal int is refused, not skipped: servers parse keys with int(), so "01" or
@@ -36,20 +42,16 @@ std::optional<int> parse_batch_key(const std::string& key, const std::string& so
   if (first == key.end() || !(is_digit(*first) || *first == '-' || *first == '+')) {
     return std::nullopt;
   }
-  auto refuse = [&](const std::string& reason) -> std::optional<int> {
-    throw InputError("config key", fmt::format("\"{}\"", key),
-                     fmt::format("{} (in {})", reason, source));
-  };
-  if (key[0] == '-') return refuse("a batch size must be a positive integer");
+  if (key[0] == '-') refuse_key(key, source, "a batch size must be a positive integer");
   if (!std::all_of(key.begin(), key.end(), is_digit)) {
-    return refuse("not a plain decimal integer");
+    refuse_key(key, source, "not a plain decimal integer");
   }
   if (key.find_first_not_of('0') == std::string::npos) {
-    return refuse("a batch size must be a positive integer");
+    refuse_key(key, source, "a batch size must be a positive integer");
   }
-  if (key[0] == '0') return refuse("leading zero; write batch sizes as plain decimals");
+  if (key[0] == '0') refuse_key(key, source, "leading zero; write batch sizes as plain decimals");
   if (key.size() > 10 || std::stoll(key) > INT_MAX) {
-    return refuse(fmt::format("larger than {}", INT_MAX));
+    refuse_key(key, source, fmt::format("larger than {}", INT_MAX));
   }
   return std::stoi(key);
 }
@@ -165,7 +167,9 @@ ConfigTable to_table(const ParsedTable& p) {
 std::string dump_config_table(const ConfigTable& t) {
   // ordered_json keeps insertion order: keys numeric (std::map order), config keys classic.
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
-  for (const auto& [M, config] : t) j[std::to_string(M)] = config_object<nlohmann::ordered_json>(config);
+  for (const auto& [M, config] : t) {
+    j[std::to_string(M)] = config_object<nlohmann::ordered_json>(config);
+  }
   return j.dump(4) + "\n";
 }
 

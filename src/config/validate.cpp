@@ -28,21 +28,36 @@ struct AllowedValues {
 
 const std::vector<AllowedValues>& allowed_values() {
   static const std::vector<AllowedValues> kAllowed = {
-      {&KernelConfig::BLOCK_SIZE_M, "BLOCK_SIZE_M", {16, 32, 64, 128, 256}, 0, 0,
-       "tile rows: a power of two from one MMA (16) to 256"},
-      {&KernelConfig::BLOCK_SIZE_N, "BLOCK_SIZE_N", {32, 64, 128, 256}, 0, 0,
-       "tile columns: a power of two from 32 to 256"},
-      {&KernelConfig::BLOCK_SIZE_K, "BLOCK_SIZE_K", {32, 64, 128, 256}, 0, 0,
-       "tile depth: a power of two from 32 to 256"},
-      {&KernelConfig::GROUP_SIZE_M, "GROUP_SIZE_M", {}, 1, INT_MAX,
-       "a launch group holds at least one M-tile"},
-      {&KernelConfig::num_warps, "num_warps", {4, 8}, 0, 0,
-       "moetune's kernel runs 4 or 8 warps per block"},
+      {.member = &KernelConfig::BLOCK_SIZE_M,
+       .key = "BLOCK_SIZE_M",
+       .values = {16, 32, 64, 128, 256},
+       .rule = "tile rows: a power of two from one MMA (16) to 256"},
+      {.member = &KernelConfig::BLOCK_SIZE_N,
+       .key = "BLOCK_SIZE_N",
+       .values = {32, 64, 128, 256},
+       .rule = "tile columns: a power of two from 32 to 256"},
+      {.member = &KernelConfig::BLOCK_SIZE_K,
+       .key = "BLOCK_SIZE_K",
+       .values = {32, 64, 128, 256},
+       .rule = "tile depth: a power of two from 32 to 256"},
+      {.member = &KernelConfig::GROUP_SIZE_M,
+       .key = "GROUP_SIZE_M",
+       .min = 1,
+       .rule = "a launch group holds at least one M-tile"},
+      {.member = &KernelConfig::num_warps,
+       .key = "num_warps",
+       .values = {4, 8},
+       .rule = "moetune's kernel runs 4 or 8 warps per block"},
       // 1 stage would leave no load in flight behind the MMAs: the kernel is a cp.async ring.
-      {&KernelConfig::num_stages, "num_stages", {}, 2, 5,
-       "the cp.async pipeline has 2 to 5 stages"},
-      {&KernelConfig::SPLIT_K, "SPLIT_K", {1, 2, 4, 8}, 0, 0,
-       "the reduction splits 1, 2, 4 or 8 ways"},
+      {.member = &KernelConfig::num_stages,
+       .key = "num_stages",
+       .min = 2,
+       .max = 5,
+       .rule = "the cp.async pipeline has 2 to 5 stages"},
+      {.member = &KernelConfig::SPLIT_K,
+       .key = "SPLIT_K",
+       .values = {1, 2, 4, 8},
+       .rule = "the reduction splits 1, 2, 4 or 8 ways"},
   };
   return kAllowed;
 }
@@ -50,15 +65,14 @@ const std::vector<AllowedValues>& allowed_values() {
 void check_allowed_values(const KernelConfig& c, int M, std::vector<Violation>& out) {
   for (const auto& allowed : allowed_values()) {
     const int value = c.*allowed.member;
-    const bool ok = allowed.values.empty()
-                        ? value >= allowed.min && value <= allowed.max
-                        : std::find(allowed.values.begin(), allowed.values.end(), value) !=
-                              allowed.values.end();
+    const auto& set = allowed.values;
+    const bool ok = set.empty() ? value >= allowed.min && value <= allowed.max
+                                : std::find(set.begin(), set.end(), value) != set.end();
     if (ok) continue;
-    const std::string limit =
-        !allowed.values.empty()        ? fmt::format("{{{}}}", fmt::join(allowed.values, ", "))
-        : allowed.max == INT_MAX ? fmt::format(">= {}", allowed.min)
-                                       : fmt::format("{}..{}", allowed.min, allowed.max);
+    const std::string limit = !set.empty() ? fmt::format("{{{}}}", fmt::join(set, ", "))
+                              : allowed.max == INT_MAX
+                                  ? fmt::format(">= {}", allowed.min)
+                                  : fmt::format("{}..{}", allowed.min, allowed.max);
     out.push_back({M, allowed.key, std::to_string(value), limit, allowed.rule});
   }
 }
@@ -153,9 +167,11 @@ bool fits_int(double bytes) { return bytes < static_cast<double>(INT_MAX) / 2; }
 int moetune_smem_bytes(const KernelConfig& c, const ValidationTarget& t) {
   const int bytes = weight_bytes(t.dtype);  // w8a8: activations are as wide as weights
   const bool block_scales = t.dtype == Dtype::fp8_w8a8 && t.block_shape.has_value();
-  const double bound = (static_cast<double>(c.num_stages) + 1) *
-                       ((static_cast<double>(c.BLOCK_SIZE_M) + c.BLOCK_SIZE_N) * c.BLOCK_SIZE_K *
-                            bytes + 8.0 * c.BLOCK_SIZE_M);
+  // Above the formula for any num_stages (+1) and slot table (x2): a safe overflow guard.
+  const double bound =
+      (static_cast<double>(c.num_stages) + 1) *
+      ((static_cast<double>(c.BLOCK_SIZE_M) + c.BLOCK_SIZE_N) * c.BLOCK_SIZE_K * bytes +
+       8.0 * c.BLOCK_SIZE_M + 16);
   if (!fits_int(bound)) return INT_MAX;
   return tile_math::gemm_smem_bytes(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.num_stages,
                                     bytes, bytes, block_scales);

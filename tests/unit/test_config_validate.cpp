@@ -154,7 +154,8 @@ TEST(ConfigValidate, HugeTilesSaturateInsteadOfOverflowing) {
   const ValidationTarget t = bf16(test::kH200);
   EXPECT_EQ(moetune_smem_bytes(c, t), INT_MAX);
   EXPECT_EQ(reference_smem_bytes(c, t), INT_MAX);
-  EXPECT_EQ(keys(validate_config(c, t, 8)), (std::vector<std::string>{"BLOCK_SIZE_M", "smem_bytes"}));
+  EXPECT_EQ(keys(validate_config(c, t, 8)),
+            (std::vector<std::string>{"BLOCK_SIZE_M", "smem_bytes"}));
 }
 
 TEST(ConfigValidate, BlockKMustDivideTheScaleGroup) {
