@@ -12,8 +12,8 @@ namespace {
 using nlohmann::json;
 
 // Where wrappers keep the language model's config. Found by key, whatever the architecture.
-constexpr std::string_view kTextConfigPaths[] = {
-    "text_config", "language_config", "llm_config", "thinker_config.text_config"};
+constexpr std::string_view kTextConfigPaths[] = {"text_config", "language_config", "llm_config",
+                                                 "thinker_config.text_config"};
 
 // Walks a dotted path; nullptr when a step is missing, not an object, or the value is null.
 const json* walk(const json& scope, std::string_view path) {
@@ -31,8 +31,8 @@ const json* walk(const json& scope, std::string_view path) {
 }
 
 [[noreturn]] void bad_field(const Field& f, const ConfigView& view, std::string_view expected) {
-  throw InputError(f.path, value_text(*f.value), fmt::format("must be {} (in {})", expected,
-                                                              view.label()));
+  throw InputError(f.path, value_text(*f.value),
+                   fmt::format("must be {} (in {})", expected, view.label()));
 }
 
 // One integer, or nullopt if `v` is not an integer that fits an int.

@@ -24,7 +24,12 @@ json parse_text(const std::string& text, const std::string& label) {
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
-    throw InputError("model", label, fmt::format("invalid JSON: {}", e.what()));
+    // Drop nlohmann's "[json.exception.parse_error.101] " tag: the user needs the position.
+    std::string_view what = e.what();
+    if (const auto tag = what.find("] "); what.starts_with("[json.") && tag != what.npos) {
+      what.remove_prefix(tag + 2);
+    }
+    throw InputError("model", label, fmt::format("invalid JSON: {}", what));
   }
 }
 
@@ -86,9 +91,9 @@ MoeShape load_model(const std::string& path_or_preset, const ModelOptions& opts)
     if (dtype != nullptr && preset_opts.dtype == "auto") preset_opts.dtype = dtype;
     return parse_hf_config(parse_text(*text, name), preset_opts, name);
   }
-  throw InputError("model", path_or_preset,
-                   fmt::format("no such file, folder or preset; presets: {}",
-                               fmt::join(preset_names(), ", ")));
+  throw InputError(
+      "model", path_or_preset,
+      fmt::format("no such file, folder or preset; presets: {}", fmt::join(preset_names(), ", ")));
 }
 
 }  // namespace moetune

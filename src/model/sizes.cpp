@@ -12,9 +12,9 @@ namespace moetune::model {
 namespace {
 
 // Synonyms, as DESIGN.md lists them; a new family's spelling goes here.
-constexpr std::array<std::string_view, 5> kExpertNames = {
-    "num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts",
-    "ffn_config.moe_num_experts"};
+constexpr std::array<std::string_view, 5> kExpertNames = {"num_experts", "n_routed_experts",
+                                                          "num_local_experts", "moe_num_experts",
+                                                          "ffn_config.moe_num_experts"};
 constexpr std::array<std::string_view, 6> kTopkNames = {
     "num_experts_per_tok", "experts_per_token", "top_k_experts", "moe_k", "moe_topk",
     "ffn_config.moe_top_k"};
@@ -50,9 +50,9 @@ Size read_experts(const ConfigView& view, const ModelOptions& opts) {
                                  fmt::join(kExpertNames, ", ")));
   }
   if (s.value <= 1) {
-    throw InputError("model", view.label(),
-                     fmt::format("not a MoE model (no expert count above 1: {} is {})", s.from,
-                                 s.value));
+    throw InputError(
+        "model", view.label(),
+        fmt::format("not a MoE model (no expert count above 1: {} is {})", s.from, s.value));
   }
   return s;
 }

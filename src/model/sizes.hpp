@@ -15,7 +15,7 @@ struct Size {
 };
 
 struct GlobalSizes {
-  Size experts;       // E_global
+  Size experts;  // E_global
   Size topk;
   Size intermediate;  // expert intermediate size before TP
   Size hidden;        // K

@@ -17,14 +17,14 @@ namespace fs = std::filesystem;
 
 TEST(AllConfigs, ParseOrInputError) {
   int files = 0, parsed = 0;
-  for (const auto& entry : fs::directory_iterator(std::string(MOETUNE_TEST_DATA) +
-                                                  "/model_configs")) {
+  for (const auto& entry :
+       fs::directory_iterator(std::string(MOETUNE_TEST_DATA) + "/model_configs")) {
     if (entry.path().extension() != ".json") continue;
     ++files;
     for (const char* dtype : {"auto", "bf16", "fp16", "fp8_w8a8"}) {
       for (const auto& [tp, ep] : {std::pair{1, 1}, {2, 1}, {8, 1}, {1, 8}, {3, 3}}) {
-        SCOPED_TRACE(entry.path().filename().string() + " " + dtype + " tp" +
-                     std::to_string(tp) + " ep" + std::to_string(ep));
+        SCOPED_TRACE(entry.path().filename().string() + " " + dtype + " tp" + std::to_string(tp) +
+                     " ep" + std::to_string(ep));
         ModelOptions o;
         o.dtype = dtype;
         o.tp = tp;
@@ -49,8 +49,8 @@ TEST(AllConfigs, ParseOrInputError) {
 
 TEST(AllConfigs, EachParsesAsBf16) {
   // All files are MoE models: as bf16 with no parallelism, none is refused.
-  for (const auto& entry : fs::directory_iterator(std::string(MOETUNE_TEST_DATA) +
-                                                  "/model_configs")) {
+  for (const auto& entry :
+       fs::directory_iterator(std::string(MOETUNE_TEST_DATA) + "/model_configs")) {
     if (entry.path().extension() != ".json") continue;
     ModelOptions o;
     o.dtype = "bf16";

@@ -143,7 +143,8 @@ TEST(HfConfig, OverridesCompleteAConfigMissingFields) {
   o.intermediate = 512;
   o.hidden = 2048;
   const MoeShape s = parse_hf_config(json::parse(R"({"architectures": ["NewFamily"],
-    "num_hidden_layers": 10})"), o);
+    "num_hidden_layers": 10})"),
+                                     o);
   EXPECT_EQ(s.architecture, "NewFamily");
   EXPECT_EQ(s.E, 16);
   EXPECT_EQ(s.moe_layers, 10);
@@ -191,9 +192,9 @@ TEST(HfConfig, DenseModelRefusedNamingTheFile) {
   for (int experts : {0, 1}) {
     json c = tiny();
     c["num_experts"] = experts;
-    EXPECT_NE(std::string(input_error([&] { parse_hf_config(c, {}); }).what())
-                  .find("not a MoE model"),
-              std::string::npos);
+    EXPECT_NE(
+        std::string(input_error([&] { parse_hf_config(c, {}); }).what()).find("not a MoE model"),
+        std::string::npos);
   }
 }
 
@@ -219,7 +220,9 @@ TEST(HfConfig, BadSizesNameTheJsonField) {
 }
 
 TEST(HfConfig, OddShapesStayInputErrors) {
-  EXPECT_EQ(input_error([&] { parse_hf_config(json::array({1, 2}), {}, "a.json"); }).field(),
+  EXPECT_EQ(input_error([&] {
+              parse_hf_config(json::array({1, 2}), {}, "a.json");
+            }).field(),
             "model");
   json c = tiny();
   c["architectures"] = 5;  // unusable: no architecture, not a crash

@@ -54,10 +54,10 @@ TEST(Layers, RealConfigs) {
 TEST(Layers, NoRuleMeansEveryLayer) { EXPECT_EQ(moe_layers(json::object()), 24); }
 
 TEST(Layers, EveryKth) {
-  EXPECT_EQ(moe_layers({{"decoder_sparse_step", 2}}), 12);        // layers 1, 3, ..., 23
-  EXPECT_EQ(moe_layers({{"interleave_moe_layer_step", 4}}), 6);   // layers 3, 7, ..., 23
-  EXPECT_EQ(moe_layers({{"decoder_sparse_step", 5}}), 4);         // layers 4, 9, 14, 19
-  EXPECT_EQ(moe_layers({{"moe_layer_freq", 2}}), 12);             // DeepSeek: layers 0, 2, ...
+  EXPECT_EQ(moe_layers({{"decoder_sparse_step", 2}}), 12);       // layers 1, 3, ..., 23
+  EXPECT_EQ(moe_layers({{"interleave_moe_layer_step", 4}}), 6);  // layers 3, 7, ..., 23
+  EXPECT_EQ(moe_layers({{"decoder_sparse_step", 5}}), 4);        // layers 4, 9, 14, 19
+  EXPECT_EQ(moe_layers({{"moe_layer_freq", 2}}), 12);            // DeepSeek: layers 0, 2, ...
 }
 
 TEST(Layers, DenseFirstAndListed) {
@@ -75,10 +75,10 @@ TEST(Layers, StartEndInterval) {
 
 TEST(Layers, RulesCombine) {
   // Dense first 3, then every other layer counted from 1: 3, 5, ..., 23 minus listed 7.
-  EXPECT_EQ(moe_layers({{"first_k_dense_replace", 3},
-                        {"decoder_sparse_step", 2},
-                        {"mlp_only_layers", {7}}}),
-            10);
+  EXPECT_EQ(
+      moe_layers(
+          {{"first_k_dense_replace", 3}, {"decoder_sparse_step", 2}, {"mlp_only_layers", {7}}}),
+      10);
   EXPECT_EQ(moe_layers({{"first_k_dense_replace", 1}, {"moe_layer_freq", 1}}), 23);
 }
 
@@ -87,21 +87,33 @@ TEST(Layers, PerLayerFlags) {
   for (int i = 0; i < 24; ++i) flags.push_back(i % 3 == 0 ? 1 : 0);
   EXPECT_EQ(moe_layers({{"moe_layer_freq", flags}}), 8);
   flags.erase(flags.begin());  // 23 flags for 24 layers
-  EXPECT_EQ(input_error([&] { moe_layers({{"moe_layer_freq", flags}}); }).field(),
+  EXPECT_EQ(input_error([&] {
+              moe_layers({{"moe_layer_freq", flags}});
+            }).field(),
             "moe_layer_freq");
 }
 
 TEST(Layers, BadRules) {
-  EXPECT_EQ(input_error([] { moe_layers({{"decoder_sparse_step", 0}}); }).field(),
+  EXPECT_EQ(input_error([] {
+              moe_layers({{"decoder_sparse_step", 0}});
+            }).field(),
             "decoder_sparse_step");
-  EXPECT_EQ(input_error([] { moe_layers({{"mlp_only_layers", "all"}}); }).field(),
+  EXPECT_EQ(input_error([] {
+              moe_layers({{"mlp_only_layers", "all"}});
+            }).field(),
             "mlp_only_layers");
-  EXPECT_EQ(input_error([] { moe_layers({{"mlp_only_layers", {1, -2}}}); }).field(),
+  EXPECT_EQ(input_error([] {
+              moe_layers({{"mlp_only_layers", {1, -2}}});
+            }).field(),
             "mlp_only_layers[1]");
-  EXPECT_EQ(input_error([] { moe_layers({{"first_k_dense_replace", "3"}}); }).field(),
+  EXPECT_EQ(input_error([] {
+              moe_layers({{"first_k_dense_replace", "3"}});
+            }).field(),
             "first_k_dense_replace");
   // Rules that leave no MoE layer.
-  EXPECT_EQ(input_error([] { moe_layers({{"first_k_dense_replace", 24}}); }).field(),
+  EXPECT_EQ(input_error([] {
+              moe_layers({{"first_k_dense_replace", 24}});
+            }).field(),
             "num_hidden_layers");
 }
 

@@ -115,11 +115,10 @@ TEST_F(LoadModel, ConfigQuantizationWinsOverHfQuantConfig) {
 TEST_F(LoadModel, BadHfQuantConfig) {
   copy_config("qwen3-30b-a3b.json");
   write("hf_quant_config.json", R"({"producer": {}})");
-  EXPECT_TRUE(contains(input_error([&] { load_model(dir_.string(), {}); }).what(),
-                       "hf_quant_config.json"));
+  EXPECT_TRUE(
+      contains(input_error([&] { load_model(dir_.string(), {}); }).what(), "hf_quant_config.json"));
   write("hf_quant_config.json", "{not json");
-  EXPECT_TRUE(contains(input_error([&] { load_model(dir_.string(), {}); }).what(),
-                       "invalid JSON"));
+  EXPECT_TRUE(contains(input_error([&] { load_model(dir_.string(), {}); }).what(), "invalid JSON"));
 }
 
 TEST_F(LoadModel, InvalidJsonNamesTheFile) {

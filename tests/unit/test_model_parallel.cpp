@@ -48,14 +48,16 @@ TEST(Parallel, SplitsNByTpAndEByEp) {
 }
 
 TEST(Parallel, TpMustDivideTheExpertSize) {
-  const InputError e = input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(5, 1)); });
+  const InputError e =
+      input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(5, 1)); });
   EXPECT_EQ(e.field(), "tp");
   EXPECT_EQ(e.value(), "5");
   EXPECT_EQ(e.reason(), "moe_intermediate_size 768 is not divisible by --tp 5");
 }
 
 TEST(Parallel, EpMustDivideTheExperts) {
-  const InputError e = input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(1, 3)); });
+  const InputError e =
+      input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(1, 3)); });
   EXPECT_EQ(e.field(), "ep");
   EXPECT_EQ(e.value(), "3");
   EXPECT_NE(e.reason().find("128"), std::string::npos) << e.reason();
@@ -63,17 +65,18 @@ TEST(Parallel, EpMustDivideTheExperts) {
 }
 
 TEST(Parallel, TpAndEpAtLeastOne) {
-  EXPECT_EQ(input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(0, 1)); }).field(),
-            "tp");
-  EXPECT_EQ(input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(1, -2)); }).field(),
-            "ep");
+  EXPECT_EQ(
+      input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(0, 1)); }).field(),
+      "tp");
+  EXPECT_EQ(
+      input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(1, -2)); }).field(),
+      "ep");
 }
 
 TEST(Parallel, Fp8BlockMustDivideTheRankN) {
   // 1536 / 8 = 192: not a multiple of the 128-wide block.
-  const InputError e = input_error([] {
-    parse_hf_config(model_config("qwen3-235b-a22b-fp8.json"), par(8, 1));
-  });
+  const InputError e =
+      input_error([] { parse_hf_config(model_config("qwen3-235b-a22b-fp8.json"), par(8, 1)); });
   EXPECT_EQ(e.field(), "tp");
   EXPECT_EQ(e.value(), "8");
   EXPECT_NE(e.reason().find("192"), std::string::npos);

@@ -86,8 +86,7 @@ TEST(Precision, ExplicitFp8) {
   EXPECT_FALSE(pt.block_shape.has_value());
   ModelOptions o = with_dtype("fp8_w8a8");
   o.block_shape = Block{128, 128};
-  EXPECT_EQ(parse_hf_config(model_config("qwen3-30b-a3b.json"), o).block_shape,
-            (Block{128, 128}));
+  EXPECT_EQ(parse_hf_config(model_config("qwen3-30b-a3b.json"), o).block_shape, (Block{128, 128}));
   // An fp8 block model keeps its block shape.
   EXPECT_EQ(parse_hf_config(model_config("kimi-k2-instruct.json"), with_dtype("fp8")).block_shape,
             (Block{128, 128}));
@@ -133,7 +132,9 @@ TEST(Precision, GptOssMxfp4RefusedByName) {
 TEST(Precision, UnsupportedMethodsRefusedByName) {
   for (const char* method : {"awq", "gptq", "bitsandbytes", "compressed-tensors", "fbgemm_fp8",
                              "int4", "something-new"}) {
-    const InputError e = input_error([&] { parse_hf_config(tiny({{"quant_method", method}}), {}); });
+    const InputError e = input_error([&] {
+      parse_hf_config(tiny({{"quant_method", method}}), {});
+    });
     EXPECT_EQ(e.field(), "quantization") << method;
     EXPECT_EQ(e.value(), method);
     EXPECT_TRUE(contains(e.what(), "--dtype bf16")) << e.what();
@@ -153,14 +154,15 @@ TEST(Precision, ModeloptInConfig) {
       parse_hf_config(tiny({{"quant_method", "modelopt"}, {"quant_algo", "FP8"}}), {});
   EXPECT_EQ(fp8.dtype, Dtype::fp8_w8a8);
   EXPECT_FALSE(fp8.block_shape.has_value());
-  const InputError e = input_error(
-      [&] { parse_hf_config(tiny({{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}}), {}); });
+  const InputError e = input_error([&] {
+    parse_hf_config(tiny({{"quant_method", "modelopt"}, {"quant_algo", "NVFP4"}}), {});
+  });
   EXPECT_EQ(e.value(), "NVFP4");
   EXPECT_TRUE(contains(e.what(), "NVFP4 quantization is not run"));
   // Only the KV cache quantized: the weights are 16-bit.
-  EXPECT_EQ(parse_hf_config(tiny({{"quant_method", "modelopt"}, {"quant_algo", nullptr}}), {})
-                .dtype,
-            Dtype::bf16);
+  EXPECT_EQ(
+      parse_hf_config(tiny({{"quant_method", "modelopt"}, {"quant_algo", nullptr}}), {}).dtype,
+      Dtype::bf16);
 }
 
 TEST(Precision, MalformedQuantizationFields) {
@@ -168,13 +170,15 @@ TEST(Precision, MalformedQuantizationFields) {
               parse_hf_config(tiny({{"quant_method", "fp8"}, {"weight_block_size", {128}}}), {});
             }).field(),
             "quantization_config.weight_block_size");
-  EXPECT_EQ(input_error([&] {
-              parse_hf_config(tiny({{"quant_method", "fp8"}, {"weight_block_size", {128, -1}}}),
-                              {});
-            }).field(),
-            "quantization_config.weight_block_size[1]");
+  EXPECT_EQ(
+      input_error([&] {
+        parse_hf_config(tiny({{"quant_method", "fp8"}, {"weight_block_size", {128, -1}}}), {});
+      }).field(),
+      "quantization_config.weight_block_size[1]");
   EXPECT_EQ(input_error([&] { parse_hf_config(tiny("fp8"), {}); }).field(), "quantization_config");
-  EXPECT_EQ(input_error([&] { parse_hf_config(tiny({{"quant_method", 8}}), {}); }).field(),
+  EXPECT_EQ(input_error([&] {
+              parse_hf_config(tiny({{"quant_method", 8}}), {});
+            }).field(),
             "quantization_config.quant_method");
 }
 

@@ -26,11 +26,10 @@ bool has_preset(const std::string& name) {
 }
 
 TEST(Presets, RequiredNamesExist) {
-  for (const char* name :
-       {"qwen3.5-122b-a10b-fp8", "qwen3.5-122b-a10b", "deepseek-v3", "deepseek-r1",
-        "kimi-k2-instruct", "qwen3-30b-a3b", "qwen3-30b-a3b-fp8", "qwen3-235b-a22b",
-        "qwen3-235b-a22b-fp8", "mixtral-8x7b", "mixtral-8x22b", "gpt-oss-120b",
-        "qwen3-next-80b-a3b", kDefaultPreset}) {
+  for (const char* name : {"qwen3.5-122b-a10b-fp8", "qwen3.5-122b-a10b", "deepseek-v3",
+                           "deepseek-r1", "kimi-k2-instruct", "qwen3-30b-a3b", "qwen3-30b-a3b-fp8",
+                           "qwen3-235b-a22b", "qwen3-235b-a22b-fp8", "mixtral-8x7b",
+                           "mixtral-8x22b", "gpt-oss-120b", "qwen3-next-80b-a3b", kDefaultPreset}) {
     EXPECT_TRUE(has_preset(name)) << name;
   }
 }

@@ -52,31 +52,50 @@ ModelOptions options_from_args(const json& args) {
     const std::string flag = args[i].get<std::string>();
     if (i + 1 >= args.size()) throw std::runtime_error("flag without value: " + flag);
     const std::string value = args[i + 1].get<std::string>();
-    if (flag == "--tp") o.tp = std::stoi(value);
-    else if (flag == "--ep") o.ep = std::stoi(value);
-    else if (flag == "--dtype") o.dtype = value;
-    else if (flag == "--block-shape") o.block_shape = parse_block_shape(value, "block-shape");
-    else if (flag == "--experts") o.experts = std::stoi(value);
-    else if (flag == "--topk") o.topk = std::stoi(value);
-    else if (flag == "--intermediate") o.intermediate = std::stoi(value);
-    else if (flag == "--hidden") o.hidden = std::stoi(value);
-    else if (flag != "--gpu") throw std::runtime_error("unknown flag in case: " + flag);
+    if (flag == "--tp")
+      o.tp = std::stoi(value);
+    else if (flag == "--ep")
+      o.ep = std::stoi(value);
+    else if (flag == "--dtype")
+      o.dtype = value;
+    else if (flag == "--block-shape")
+      o.block_shape = parse_block_shape(value, "block-shape");
+    else if (flag == "--experts")
+      o.experts = std::stoi(value);
+    else if (flag == "--topk")
+      o.topk = std::stoi(value);
+    else if (flag == "--intermediate")
+      o.intermediate = std::stoi(value);
+    else if (flag == "--hidden")
+      o.hidden = std::stoi(value);
+    else if (flag != "--gpu")
+      throw std::runtime_error("unknown flag in case: " + flag);
   }
   return o;
 }
 
 void expect_field(const MoeShape& s, const std::string& key, const json& want) {
   SCOPED_TRACE("expect." + key);
-  if (key == "architecture") EXPECT_EQ(s.architecture, want.get<std::string>());
-  else if (key == "E") EXPECT_EQ(s.E, want.get<int>());
-  else if (key == "E_global") EXPECT_EQ(s.E_global, want.get<int>());
-  else if (key == "N") EXPECT_EQ(s.N, want.get<int>());
-  else if (key == "K") EXPECT_EQ(s.K, want.get<int>());
-  else if (key == "topk") EXPECT_EQ(s.topk, want.get<int>());
-  else if (key == "tp") EXPECT_EQ(s.tp, want.get<int>());
-  else if (key == "ep") EXPECT_EQ(s.ep, want.get<int>());
-  else if (key == "moe_layers") EXPECT_EQ(s.moe_layers, want.get<int>());
-  else if (key == "dtype") EXPECT_EQ(std::string(to_string(s.dtype)), want.get<std::string>());
+  if (key == "architecture")
+    EXPECT_EQ(s.architecture, want.get<std::string>());
+  else if (key == "E")
+    EXPECT_EQ(s.E, want.get<int>());
+  else if (key == "E_global")
+    EXPECT_EQ(s.E_global, want.get<int>());
+  else if (key == "N")
+    EXPECT_EQ(s.N, want.get<int>());
+  else if (key == "K")
+    EXPECT_EQ(s.K, want.get<int>());
+  else if (key == "topk")
+    EXPECT_EQ(s.topk, want.get<int>());
+  else if (key == "tp")
+    EXPECT_EQ(s.tp, want.get<int>());
+  else if (key == "ep")
+    EXPECT_EQ(s.ep, want.get<int>());
+  else if (key == "moe_layers")
+    EXPECT_EQ(s.moe_layers, want.get<int>());
+  else if (key == "dtype")
+    EXPECT_EQ(std::string(to_string(s.dtype)), want.get<std::string>());
   else if (key == "block_shape") {
     if (want.is_null()) {
       EXPECT_FALSE(s.block_shape.has_value());
