@@ -17,8 +17,12 @@ struct ConfigOptions {
   std::string batch;
 };
 
+// Reads a table; skipped keys are noted on stderr, a table without batch-size keys is refused.
 ParsedTable read_table_noting_skips(const std::string& file) {
   ParsedTable t = read_config_table(file);
+  if (t.entries.empty()) {
+    throw InputError("config", file, "no batch-size keys: not a config table");
+  }
   for (const std::string& key : t.skipped_keys) {
     fmt::print(stderr, "moetune: note: {}: skipped the non-batch-size key \"{}\"\n", file, key);
   }
@@ -43,7 +47,6 @@ std::string config_text(const KernelConfig& c) {
 }
 
 int run_lookup(const GlobalOptions& g, const ConfigOptions& o) {
-  if (o.batch.empty()) throw InputError("batch", "\"\"", "config lookup needs --batch M");
   const int M = parse_positive_int("batch", o.batch);
   ConfigTable table = to_table(read_table_noting_skips(o.file));
   const int key = nearest_key(table, M);
@@ -95,9 +98,9 @@ ResolvedTarget validation_target(const GlobalOptions& g, const std::string& file
   ResolvedTarget r;
   const NameHints hints = hints_from_file_name(file);
   std::optional<std::array<int, 2>> flag_block;
-  if (!g.block_shape.empty()) flag_block = parse_block_shape(g.block_shape, "block-shape");
+  if (g.given("block-shape")) flag_block = parse_block_shape(g.block_shape, "block-shape");
   const std::string dtype_flag = parse_dtype_option(g.dtype);
-  if (!g.model.empty()) {
+  if (g.given("model")) {
     MoeShape s = resolve_shape(g);
     r.dtype = s.dtype;
     r.block_shape = s.block_shape;
@@ -116,7 +119,7 @@ ResolvedTarget validation_target(const GlobalOptions& g, const std::string& file
     r.from = "the default";
   }
   if (r.dtype != Dtype::fp8_w8a8) r.block_shape.reset();
-  if (g.gpu.empty() && !hints.device.empty() && find_gpu(hints.device) != nullptr) {
+  if (!g.given("gpu") && !hints.device.empty() && find_gpu(hints.device) != nullptr) {
     r.gpu = *find_gpu(hints.device);
   } else {
     r.gpu = resolve_gpu(g);

@@ -14,11 +14,12 @@ namespace {
 
 struct RooflineOptions {
   std::string batch;
+  const CLI::Option* batch_opt = nullptr;
 };
 
 int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
   std::vector<int> batch =
-      o.batch.empty() ? default_batch_sizes() : parse_batch_list("batch", o.batch);
+      !given(o.batch_opt) ? default_batch_sizes() : parse_batch_list("batch", o.batch);
   Target t = resolve_target(g);
   if (!t.gpu.peak_flops(t.shape.dtype)) {
     throw InputError("gpu", t.gpu.name,
@@ -72,7 +73,7 @@ Commands register_roofline(CLI::App& app, const GlobalOptions& g) {
   auto o = std::make_shared<RooflineOptions>();
   CLI::App* sub = app.add_subcommand(
       "roofline", "per M: expected active experts, bytes, FLOPs, t_mem, t_compute, floor, bound");
-  sub->add_option("--batch", o->batch, "batch sizes M, e.g. 1,8,64 (default: 1, 2, 4, ... 4096)");
+  o->batch_opt = sub->add_option("--batch", o->batch, "batch sizes M, e.g. 1,8,64 (default: the common 18, 1 to 4096)");
   return {{sub, [&g, o] { return run_roofline(g, *o); }}};
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -85,10 +86,29 @@ int run(int argc, char** argv) {
     commands.insert(commands.end(), c.begin(), c.end());
   }
 
+  for (CLI::App* sub : app.get_subcommands(std::function<bool(CLI::App*)>{})) {
+    sub->footer(
+        "Every command also takes --model, --tp, --ep, --dtype, --gpu, --experts, --topk, "
+        "--intermediate, --hidden, --block-shape and --json (see moetune --help).");
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // A first word that names no command reads better than CLI11's "A subcommand is required".
+    if (argc > 1 && argv[1][0] != '-') {
+      std::string names;
+      bool known = false;
+      for (const CLI::App* sub : app.get_subcommands(std::function<bool(CLI::App*)>{})) {
+        known = known || sub->check_name(argv[1]);
+        if (sub->get_group().empty()) continue;  // hidden (worker)
+        names += (names.empty() ? "" : ", ") + sub->get_name();
+      }
+      if (!known) {
+        throw moetune::InputError("command", argv[1], "unknown command; commands: " + names);
+      }
+    }
     return fail(moetune::kExitBadInput, std::string(e.what()) + " (see moetune --help)");
   }
   for (const Command& c : commands) {

@@ -14,25 +14,29 @@ namespace moetune::cli {
 
 void add_global_options(CLI::App& app, GlobalOptions& g) {
   const char* grp = "Model and target (every command)";
-  app.add_option("--model", g.model,
-                 "HF config.json, a folder holding one, or a preset name "
-                 "(default: qwen3.5-122b-a10b-fp8 at --tp 4)")
-      ->group(grp);
-  app.add_option("--tp", g.tp, "tensor parallelism: divides the expert intermediate size")
-      ->group(grp);
-  app.add_option("--ep", g.ep, "expert parallelism: divides the experts")->group(grp);
-  app.add_option("--dtype", g.dtype, "auto|bf16|fp16|fp8_w8a8 (auto: from the config)")->group(grp);
-  app.add_option("--gpu", g.gpu,
-                 "GPU spec name or alias (default: the local GPU; none: NVIDIA H200)")
-      ->group(grp);
-  app.add_option("--experts", g.experts, "override: experts in the model")->group(grp);
-  app.add_option("--topk", g.topk, "override: experts per token")->group(grp);
-  app.add_option("--intermediate", g.intermediate, "override: expert intermediate size (before TP)")
-      ->group(grp);
-  app.add_option("--hidden", g.hidden, "override: hidden size")->group(grp);
-  app.add_option("--block-shape", g.block_shape, "fp8 weight block BN,BK (e.g. 128,128)")
-      ->group(grp);
+  auto add = [&](const char* name, std::string& value, const char* help, const char* type) {
+    g.options[name] =
+        app.add_option(std::string("--") + name, value, help)->group(grp)->type_name(type);
+  };
+  add("model", g.model,
+      "HF config.json, a folder holding one, or a preset name "
+      "(default: qwen3.5-122b-a10b-fp8 at --tp 4)",
+      "PATH|PRESET");
+  add("tp", g.tp, "tensor parallelism: divides the expert intermediate size (default 1)", "N");
+  add("ep", g.ep, "expert parallelism: divides the experts (default 1)", "N");
+  add("dtype", g.dtype, "auto|bf16|fp16|fp8_w8a8 (auto: from the config)", "DTYPE");
+  add("gpu", g.gpu, "GPU spec name or alias (default: the local GPU; none: NVIDIA H200)", "NAME");
+  add("experts", g.experts, "override: experts in the model", "N");
+  add("topk", g.topk, "override: experts per token", "N");
+  add("intermediate", g.intermediate, "override: expert intermediate size (before TP)", "N");
+  add("hidden", g.hidden, "override: hidden size", "N");
+  add("block-shape", g.block_shape, "fp8 weight block BN,BK (e.g. 128,128)", "BN,BK");
   app.add_flag("--json", g.json, "machine-readable output on stdout")->group(grp);
+}
+
+bool GlobalOptions::given(const std::string& name) const {
+  auto it = options.find(name);
+  return it != options.end() && cli::given(it->second);
 }
 
 int parse_positive_int(const std::string& field, const std::string& text) {
@@ -71,19 +75,19 @@ std::string parse_dtype_option(const std::string& text) {
 }
 
 std::string model_name(const GlobalOptions& g) {
-  return g.model.empty() ? std::string(kDefaultPreset) : g.model;
+  return g.given("model") ? g.model : std::string(kDefaultPreset);
 }
 
 ModelOptions model_options(const GlobalOptions& g) {
   ModelOptions o;
-  o.tp = !g.tp.empty() ? parse_positive_int("tp", g.tp) : (g.model.empty() ? kDefaultTp : 1);
-  o.ep = !g.ep.empty() ? parse_positive_int("ep", g.ep) : 1;
+  o.tp = g.given("tp") ? parse_positive_int("tp", g.tp) : (g.given("model") ? 1 : kDefaultTp);
+  o.ep = g.given("ep") ? parse_positive_int("ep", g.ep) : 1;
   o.dtype = parse_dtype_option(g.dtype);
-  if (!g.experts.empty()) o.experts = parse_positive_int("experts", g.experts);
-  if (!g.topk.empty()) o.topk = parse_positive_int("topk", g.topk);
-  if (!g.intermediate.empty()) o.intermediate = parse_positive_int("intermediate", g.intermediate);
-  if (!g.hidden.empty()) o.hidden = parse_positive_int("hidden", g.hidden);
-  if (!g.block_shape.empty()) o.block_shape = parse_block_shape(g.block_shape, "block-shape");
+  if (g.given("experts")) o.experts = parse_positive_int("experts", g.experts);
+  if (g.given("topk")) o.topk = parse_positive_int("topk", g.topk);
+  if (g.given("intermediate")) o.intermediate = parse_positive_int("intermediate", g.intermediate);
+  if (g.given("hidden")) o.hidden = parse_positive_int("hidden", g.hidden);
+  if (g.given("block-shape")) o.block_shape = parse_block_shape(g.block_shape, "block-shape");
   return o;
 }
 
@@ -111,12 +115,12 @@ GpuSpec spec_from_device(const cuda::DeviceInfo& d) {
 }  // namespace
 
 std::string gpu_origin(const GlobalOptions& g) {
-  if (!g.gpu.empty()) return "--gpu";
+  if (g.given("gpu")) return "--gpu";
   return cuda::gpu_available() ? "local GPU" : "fallback";
 }
 
 GpuSpec resolve_gpu(const GlobalOptions& g) {
-  if (!g.gpu.empty()) return require_gpu(g.gpu);
+  if (g.given("gpu")) return require_gpu(g.gpu);
   std::string why;
   if (cuda::gpu_available(&why)) {
     cuda::DeviceInfo info = cuda::query_device(0);

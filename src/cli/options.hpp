@@ -1,6 +1,7 @@
 // The options every command takes, and the one place they become a MoeShape and a GpuSpec.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,7 +21,15 @@ struct GlobalOptions {
   std::string experts, topk, intermediate, hidden;
   std::string block_shape;
   bool json = false;
+
+  // Whether an option was given on the command line (an empty value counts: `--tp ""` is an
+  // error, not the default). `name` without dashes, e.g. "tp".
+  bool given(const std::string& name) const;
+  std::map<std::string, const CLI::Option*> options;  // filled by add_global_options
 };
+
+// Whether `opt` appeared on the command line.
+inline bool given(const CLI::Option* opt) { return opt != nullptr && opt->count() > 0; }
 
 // Adds the global options to `app` (subcommands see them through fallthrough).
 void add_global_options(CLI::App& app, GlobalOptions& g);

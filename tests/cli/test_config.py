@@ -1,0 +1,165 @@
+"""moetune config lookup / config validate on the cases of tests/data/cases."""
+import json
+import os
+import tempfile
+import unittest
+
+from moetune_cli import (CASES, EXIT_BAD_INPUT, EXIT_OK, EXIT_PROBLEMS, CliTestCase, run)
+
+TABLE_18 = os.path.join(CASES, "config_table_18.json")
+BAD_SMEM = os.path.join(CASES, "config_bad_smem.json")
+BAD_BLOCKK = os.path.join(CASES, "config_bad_blockk.json")
+RTX_PRO = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+CONFIG_KEYS = {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps",
+               "num_stages"}
+
+
+class Lookup(CliTestCase):
+    def test_nearest_key_cases(self):
+        with open(TABLE_18) as f:
+            table = json.load(f)
+        for M, key in ((20, 16), (3, 2), (1280, 1024), (5000, 4096), (1, 1), (100, 96)):
+            with self.subTest(M=M):
+                r = run("config", "lookup", TABLE_18, "--batch", M, "--json")
+                self.assertExit(r, EXIT_OK)
+                j = r.json()
+                self.assertEqual(set(j), {"key", "config"})
+                self.assertEqual(j["key"], key)
+                self.assertEqual(j["config"], table[str(key)])
+
+    def test_text(self):
+        r = run("config", "lookup", TABLE_18, "--batch", "20")
+        self.assertExit(r, EXIT_OK)
+        self.assertIn("16", r.out)
+        self.assertIn("BLOCK_SIZE_M=16", r.out)
+
+    def test_skipped_key_is_noted(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "t.json")
+            with open(path, "w") as f:
+                json.dump({"triton_version": "3.1.0", "8": json.load(open(TABLE_18))["8"]}, f)
+            r = run("config", "lookup", path, "--batch", "3", "--json")
+            self.assertExit(r, EXIT_OK)
+            self.assertEqual(r.json()["key"], 8)
+            self.assertIn("triton_version", r.err)
+
+    def test_bad_inputs(self):
+        cases = [
+            (["config", "lookup", TABLE_18, "--batch", "0"], ["batch", "0"]),
+            (["config", "lookup", TABLE_18, "--batch", "x"], ["batch", "x"]),
+            (["config", "lookup", TABLE_18], ["batch"]),
+            (["config", "lookup", "/nonexistent/t.json", "--batch", "1"], ["/nonexistent/t.json"]),
+            (["config", "lookup", os.path.join(CASES, "README.md"), "--batch", "1"], ["README.md"]),
+            (["config", "lookup", os.path.join(CASES, "shapes_expected.json"), "--batch", "1"],
+             ["shapes_expected.json"]),
+        ]
+        for args, words in cases:
+            with self.subTest(args=args):
+                self.assertOneErrorLine(run(*args), EXIT_BAD_INPUT, *words)
+
+    def test_bad_table_values(self):
+        with tempfile.TemporaryDirectory() as d:
+            for content, words in (({"-4": {}}, ["-4"]),
+                                   ({"16": {"BLOCK_SIZE_M": "64"}}, ["16"]),
+                                   ([1, 2], ["config"])):
+                path = os.path.join(d, "t.json")
+                with open(path, "w") as f:
+                    json.dump(content, f)
+                with self.subTest(content=content):
+                    r = run("config", "lookup", path, "--batch", "1")
+                    self.assertOneErrorLine(r, EXIT_BAD_INPUT, *words)
+
+
+class Validate(CliTestCase):
+    def validate(self, *args):
+        return run("config", "validate", *args, "--json")
+
+    def check_json(self, j):
+        self.assertEqual(set(j), {"ok", "entries"})
+        for e in j["entries"]:
+            self.assertEqual(set(e), {"M", "ok", "smem_bytes", "reference_smem_bytes",
+                                      "violations"})
+            for v in e["violations"]:
+                self.assertEqual(set(v), {"key", "value", "limit", "rule"})
+
+    def test_bad_smem_on_rtx_pro_6000(self):
+        r = self.validate(BAD_SMEM, "--gpu", RTX_PRO, "--dtype", "fp8_w8a8")
+        self.assertExit(r, EXIT_PROBLEMS)
+        j = r.json()
+        self.check_json(j)
+        self.assertFalse(j["ok"])
+        entries = {e["M"]: e for e in j["entries"]}
+        self.assertEqual(set(entries), {1, 4096})
+        self.assertTrue(entries[1]["ok"], entries[1])
+        self.assertEqual(entries[1]["violations"], [])
+        self.assertFalse(entries[4096]["ok"])
+        self.assertGreater(entries[4096]["smem_bytes"], 101376)
+        self.assertIn("smem_bytes", [v["key"] for v in entries[4096]["violations"]])
+        smem = [v for v in entries[4096]["violations"] if v["key"] == "smem_bytes"][0]
+        self.assertEqual(smem["limit"], "101376")
+        self.assertIn("shared memory", smem["rule"])
+
+    def test_bad_smem_text(self):
+        r = run("config", "validate", BAD_SMEM, "--gpu", RTX_PRO, "--dtype", "fp8_w8a8")
+        self.assertExit(r, EXIT_PROBLEMS)
+        lines = [l for l in (r.out + r.err).splitlines() if "smem_bytes" in l and "4096" in l]
+        self.assertEqual(len(lines), 1, r)  # one line per violation
+
+    def test_bad_smem_fits_an_h200(self):
+        r = self.validate(BAD_SMEM, "--gpu", "H200", "--dtype", "fp8_w8a8")
+        self.assertExit(r, EXIT_OK)
+        self.assertTrue(r.json()["ok"])
+
+    def test_bad_blockk(self):
+        r = self.validate(BAD_BLOCKK, "--dtype", "fp8_w8a8", "--block-shape", "128,128",
+                          "--gpu", "H200")
+        self.assertExit(r, EXIT_PROBLEMS)
+        j = r.json()
+        self.check_json(j)
+        self.assertFalse(j["ok"])
+        keys = [v["key"] for e in j["entries"] for v in e["violations"]]
+        self.assertIn("BLOCK_SIZE_K", keys)
+
+    def test_bad_blockk_text_names_the_key(self):
+        r = run("config", "validate", BAD_BLOCKK, "--dtype", "fp8_w8a8", "--block-shape",
+                "128,128")
+        self.assertExit(r, EXIT_PROBLEMS)
+        self.assertIn("BLOCK_SIZE_K", r.out + r.err)
+
+    def test_blockk_fine_without_block_scales(self):
+        r = self.validate(BAD_BLOCKK, "--dtype", "bf16", "--gpu", "H200")
+        self.assertExit(r, EXIT_OK)
+
+    def test_good_table(self):
+        r = self.validate(TABLE_18, "--dtype", "fp8_w8a8", "--block-shape", "128,128",
+                          "--gpu", "H200")
+        self.assertExit(r, EXIT_OK)
+        j = r.json()
+        self.check_json(j)
+        self.assertTrue(j["ok"])
+        self.assertEqual(len(j["entries"]), 18)
+
+    def test_target_from_the_file_name(self):
+        with tempfile.TemporaryDirectory() as d:
+            name = ("E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
+                    "dtype=fp8_w8a8.json")
+            path = os.path.join(d, name)
+            with open(BAD_SMEM) as src, open(path, "w") as dst:
+                dst.write(src.read())
+            r = self.validate(path)
+            self.assertExit(r, EXIT_PROBLEMS)
+            self.assertFalse({e["M"]: e for e in r.json()["entries"]}[4096]["ok"])
+
+    def test_bad_inputs(self):
+        for args, words in ((["--block-shape", "128"], ["block-shape", "128"]),
+                            (["--gpu", "nonsense"], ["gpu", "nonsense"]),
+                            (["--dtype", "int3"], ["dtype", "int3"])):
+            with self.subTest(args=args):
+                self.assertOneErrorLine(run("config", "validate", BAD_SMEM, *args),
+                                        EXIT_BAD_INPUT, *words)
+        self.assertOneErrorLine(run("config", "validate", "/nonexistent.json"), EXIT_BAD_INPUT,
+                                "/nonexistent.json")
+
+
+if __name__ == "__main__":
+    unittest.main()

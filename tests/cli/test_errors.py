@@ -1,0 +1,86 @@
+"""Bad input: exit 2 and one stderr line naming the value; never a crash or a traceback."""
+import unittest
+
+from moetune_cli import EXIT_BAD_INPUT, EXIT_OK, CliTestCase, run
+
+
+class BadInput(CliTestCase):
+    def test_named_values(self):
+        cases = [
+            (["shapes", "--tp", "0"], ["tp", "0"]),
+            (["shapes", "--tp", "abc"], ["tp", "abc"]),
+            (["shapes", "--tp", ""], ["tp"]),
+            (["shapes", "--ep", "-2"], ["ep", "-2"]),
+            (["shapes", "--tp", "99999999999"], ["tp", "99999999999"]),
+            (["roofline", "--batch", "0"], ["batch", "0"]),
+            (["roofline", "--batch", "x"], ["batch", "x"]),
+            (["shapes", "--model", "nonexistent"], ["model", "nonexistent"]),
+            (["roofline", "--model", "nonexistent"], ["model", "nonexistent"]),
+            (["shapes", "--gpu", "nonsense"], ["gpu", "nonsense"]),
+            (["roofline", "--gpu", "nonsense"], ["gpu", "nonsense"]),
+            (["shapes", "--block-shape", "128"], ["block-shape", "128"]),
+            (["shapes", "--dtype", "int4"], ["dtype", "int4"]),
+            (["shapes", "--experts", "0"], ["experts", "0"]),
+            (["shapes", "--topk", "z"], ["topk", "z"]),
+            (["shapes", "--model", "qwen3-30b-a3b", "--topk", "999"], ["999"]),
+            (["bogus"], ["bogus"]),
+            (["shapes", "--frobnicate"], ["--frobnicate"]),
+            (["shapes", "--tp"], ["--tp"]),
+            ([], []),
+        ]
+        for args, words in cases:
+            with self.subTest(args=args):
+                r = run(*args)
+                self.assertOneErrorLine(r, EXIT_BAD_INPUT, *words)
+                self.assertEqual(r.out, "", r)
+
+    def test_global_options_on_either_side(self):
+        a = run("--tp", "0", "shapes")
+        b = run("shapes", "--tp", "0")
+        self.assertOneErrorLine(a, EXIT_BAD_INPUT, "tp")
+        self.assertEqual(a.err, b.err)
+
+    def test_help_and_version(self):
+        r = run("--help")
+        self.assertExit(r, EXIT_OK)
+        for cmd in ("shapes", "roofline", "config"):
+            self.assertIn(cmd, r.out)
+        self.assertNotIn("worker", r.out)
+        self.assertExit(run("--version"), EXIT_OK)
+        self.assertExit(run("shapes", "--help"), EXIT_OK)
+
+    def test_dense_model_refused(self):
+        import json, os, tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w") as f:
+                json.dump({"architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+                           "intermediate_size": 14336, "num_hidden_layers": 32}, f)
+            for cmd in ("shapes", "roofline"):
+                r = run(cmd, "--model", d)
+                self.assertOneErrorLine(r, EXIT_BAD_INPUT)
+
+    def test_junk_configs(self):
+        import json, os, tempfile
+        junk = ["", "{", "[]", "null", "42", '"x"', '{"num_experts": "many"}',
+                '{"num_experts": 8, "num_experts_per_tok": 2, "hidden_size": -1, '
+                '"moe_intermediate_size": 64}',
+                '{"text_config": 5}', '{"num_experts": 1e30}',
+                '{"num_experts": 8, "num_experts_per_tok": 2, "hidden_size": 128, '
+                '"moe_intermediate_size": 64, "quantization_config": "fp8"}']
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "c.json")
+            for text in junk:
+                with open(path, "w") as f:
+                    f.write(text)
+                for cmd in ("shapes", "roofline"):
+                    with self.subTest(text=text, cmd=cmd):
+                        r = run(cmd, "--model", path, "--gpu", "H200")
+                        self.assertNoCrash(r)
+                        self.assertIn(r.code, (EXIT_OK, EXIT_BAD_INPUT), r)
+                        if r.code == EXIT_BAD_INPUT:
+                            self.assertOneErrorLine(r, EXIT_BAD_INPUT)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,95 @@
+"""moetune roofline: JSON keys, and numbers checked against DESIGN.md's formulas."""
+import unittest
+
+from moetune_cli import EXIT_BAD_INPUT, EXIT_OK, CliTestCase, run
+
+ROW_KEYS = {"M", "expected_experts", "bytes", "flops", "t_mem_us", "t_compute_us", "floor_us",
+            "bound"}
+COMMON_18 = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096]
+
+# The default model (qwen3.5-122b-a10b-fp8 at TP4) on the H200 (DESIGN.md's numbers).
+E, E_GLOBAL, N, K, TOPK = 256, 256, 256, 3072, 8
+BW, FP8_PEAK, BF16_PEAK = 4.8e12, 1978.9e12, 989.4e12
+
+
+def expected_row(M, e=E, e_global=E_GLOBAL, n=N, k=K, topk=TOPK, wbytes=1, block=(128, 128),
+                 peak=FP8_PEAK):
+    experts = e * (1 - (1 - topk / e_global) ** M)
+    per_expert = 3 * n * k * wbytes
+    if block:
+        bn, bk = block
+        per_expert += ((2 * n // bn) * (k // bk) + (k // bk) * (n // bn)) * 4
+    nbytes = experts * per_expert + M * k * 2 + M * k * 2
+    flops = 6 * M * topk * (e / e_global) * n * k
+    t_mem = nbytes / BW * 1e6
+    t_comp = flops / peak * 1e6
+    return {"M": M, "expected_experts": experts, "bytes": nbytes, "flops": flops,
+            "t_mem_us": t_mem, "t_compute_us": t_comp, "floor_us": max(t_mem, t_comp),
+            "bound": "memory" if t_mem >= t_comp else "compute"}
+
+
+class Roofline(CliTestCase):
+    def check_rows(self, rows, expected):
+        self.assertEqual(len(rows), len(expected))
+        for row, want in zip(rows, expected):
+            self.assertEqual(set(row), ROW_KEYS)
+            self.assertEqual(row["M"], want["M"])
+            self.assertEqual(row["bound"], want["bound"], row)
+            for key in ROW_KEYS - {"M", "bound"}:
+                self.assertIsInstance(row[key], (int, float), key)
+                self.assertAlmostEqual(row[key], want[key], delta=abs(want[key]) * 1e-9 + 1e-12,
+                                       msg=f"M={row['M']} {key}")
+
+    def test_json_keys_and_numbers(self):
+        r = run("roofline", "--batch", "1,8,64", "--json", "--gpu", "NVIDIA H200")
+        self.assertExit(r, EXIT_OK)
+        j = r.json()
+        self.assertEqual(set(j), {"gpu", "crossover_M", "rows"})
+        self.assertEqual(j["gpu"], "NVIDIA H200")
+        self.assertIsInstance(j["crossover_M"], int)
+        self.check_rows(j["rows"], [expected_row(M) for M in (1, 8, 64)])
+        # The first row by hand: 8 experts of 3*256*3072 fp8 bytes plus 576 B of scales each.
+        self.assertAlmostEqual(j["rows"][0]["bytes"], 8 * (3 * 256 * 3072 + 576) + 4 * 3072, delta=1e-3)
+        self.assertEqual(j["rows"][0]["flops"], 6 * 8 * 256 * 3072)
+
+    def test_default_batch_is_the_common_18(self):
+        r = run("roofline", "--json", "--gpu", "H200")
+        self.assertExit(r, EXIT_OK)
+        self.assertEqual([row["M"] for row in r.json()["rows"]], COMMON_18)
+
+    def test_crossover(self):
+        j = run("roofline", "--json", "--gpu", "H200", "--batch", "1").json()
+        c = j["crossover_M"]
+        self.assertGreater(c, 1)
+        rows = run("roofline", "--json", "--gpu", "H200", "--batch", f"{c - 1},{c}").json()["rows"]
+        self.assertEqual([r["bound"] for r in rows], ["memory", "compute"])
+
+    def test_bf16_mixtral_at_tp2(self):
+        r = run("roofline", "--json", "--model", "mixtral-8x7b", "--tp", "2", "--gpu", "H200",
+                "--batch", "1,4096")
+        self.assertExit(r, EXIT_OK)
+        want = [expected_row(M, e=8, e_global=8, n=7168, k=4096, topk=2, wbytes=2, block=None,
+                             peak=BF16_PEAK) for M in (1, 4096)]
+        self.check_rows(r.json()["rows"], want)
+
+    def test_text_table(self):
+        r = run("roofline", "--batch", "1,8,64", "--gpu", "H200")
+        self.assertExit(r, EXIT_OK)
+        self.assertIn("floor_us", r.out)
+        self.assertIn("memory", r.out)
+        self.assertEqual(len([l for l in r.out.splitlines() if l.strip().startswith(("1 ", "8 ", "64 "))]), 3)
+
+    def test_fp8_on_a100_is_refused(self):
+        r = run("roofline", "--gpu", "A100", "--batch", "1")
+        line = self.assertOneErrorLine(r, EXIT_BAD_INPUT, "dtype")
+        self.assertIn("8.9", line)
+
+    def test_bad_batch(self):
+        for bad in ("0", "x", "1,x", "-4", "1.5", ""):
+            with self.subTest(batch=bad):
+                r = run("roofline", "--batch", bad, "--gpu", "H200")
+                self.assertOneErrorLine(r, EXIT_BAD_INPUT, "batch")
+
+
+if __name__ == "__main__":
+    unittest.main()
