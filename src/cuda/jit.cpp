@@ -139,7 +139,9 @@ struct Jit::State {
   explicit State(std::string dir) : disk(std::move(dir)) {}
 };
 
-Jit::Jit(std::string cache_dir) : state_(std::make_unique<State>(std::move(cache_dir))) {}
+Jit::Jit(std::string cache_dir) : state_(std::make_unique<State>(std::move(cache_dir))) {
+  state_->disk.remove_stale_temps();  // a writer that died mid-write left its temp file
+}
 Jit::~Jit() = default;
 
 Jit& Jit::instance() {

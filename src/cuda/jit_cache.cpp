@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +100,22 @@ bool DiskCache::write(const std::string& key, const CacheEntry& entry) const {
   bytes += entry.lowered_name;
   bytes.append(entry.cubin.data(), entry.cubin.size());
   return write_file_atomic(path_of(key), bytes);
+}
+
+int DiskCache::remove_stale_temps(double max_age_s) const {
+  int removed = 0;
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.find(".tmp.") == std::string::npos) continue;
+    std::error_code ec2;
+    auto mtime = fs::last_write_time(it->path(), ec2);
+    if (ec2) continue;
+    double age_s = std::chrono::duration<double>(now - mtime).count();
+    if (age_s > max_age_s && fs::remove(it->path(), ec2)) ++removed;
+  }
+  return removed;
 }
 
 bool write_file_atomic(const std::string& path, const std::string& bytes) {

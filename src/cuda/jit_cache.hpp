@@ -27,6 +27,9 @@ class DiskCache {
   // Creates the directory if needed; returns false (and leaves nothing behind) when the entry
   // cannot be written: a cache that cannot be written only costs compile time.
   bool write(const std::string& key, const CacheEntry& entry) const;
+  // Removes temp files ("*.tmp.XXXXXX") older than max_age_s, left by a writer that died
+  // between create and rename. Returns how many were removed. Never throws.
+  int remove_stale_temps(double max_age_s = 3600) const;
 
  private:
   std::string dir_;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -211,6 +212,23 @@ TEST(CudaJit, CompileErrorsCarryTheLog) {
     EXPECT_NE(what.find("error"), std::string::npos) << what;
   }
   EXPECT_THROW(jit.compile(mma_peak_spec("")), moetune::InputError);
+  fs::remove_all(dir);
+}
+
+TEST(CudaJit, StaleTempFilesAreRemoved) {
+  fs::path dir = fresh_dir("stale");
+  fs::create_directories(dir);
+  moetune::cuda::DiskCache cache(dir.string());
+  std::ofstream(dir / "k.cubin.tmp.old123") << "half";
+  std::ofstream(dir / "k.cubin.tmp.new456") << "half";
+  std::ofstream(dir / "other.cubin") << "kept";
+  fs::last_write_time(dir / "k.cubin.tmp.old123",
+                      fs::file_time_type::clock::now() - std::chrono::hours(2));
+  EXPECT_EQ(cache.remove_stale_temps(3600), 1);
+  EXPECT_FALSE(fs::exists(dir / "k.cubin.tmp.old123"));
+  EXPECT_TRUE(fs::exists(dir / "k.cubin.tmp.new456"));  // maybe a live writer
+  EXPECT_TRUE(fs::exists(dir / "other.cubin"));
+  EXPECT_FALSE(cache.read("other").has_value());  // not a valid entry
   fs::remove_all(dir);
 }
 
