@@ -404,6 +404,14 @@ void parallel_for(std::int64_t n, int threads, F&& f) {
 
 }  // namespace
 
+void w13_row(const MoeShape& shape, const HostWeights& w, int e, int n, double* dst) {
+  weight_row(shape, w, true, e, n, dst);
+}
+
+void w2_row(const MoeShape& shape, const HostWeights& w, int e, int k, double* dst) {
+  weight_row(shape, w, false, e, k, dst);
+}
+
 double w13_at(const MoeShape& shape, const HostWeights& w, int e, int n, int k) {
   std::vector<double> row(shape.K);
   weight_row(shape, w, true, e, n, row.data());

@@ -98,6 +98,9 @@ struct HostWeights {
   const float* w13_scale = nullptr;
   const float* w2_scale = nullptr;
 };
+// Dequantized rows: dst[K] = w13[e, n, :], dst[N] = w2[e, k, :].
+void w13_row(const MoeShape& shape, const HostWeights& w, int e, int n, double* dst);
+void w2_row(const MoeShape& shape, const HostWeights& w, int e, int k, double* dst);
 // Dequantized element w13[e, n, k] / w2[e, k, n].
 double w13_at(const MoeShape& shape, const HostWeights& w, int e, int n, int k);
 double w2_at(const MoeShape& shape, const HostWeights& w, int e, int k, int n);

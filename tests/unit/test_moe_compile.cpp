@@ -1,0 +1,76 @@
+// `moetune kernels --compile-only`'s kernel set compiles with NVRTC for every target, without a
+// GPU (src/moe/check.cpp kernel_specs_for_compile_only).
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "cuda/jit.hpp"
+#include "moe/check.hpp"
+#include "moe/stages.hpp"
+#include "moetune/error.hpp"
+
+namespace moetune::moe {
+namespace {
+
+TEST(MoeCompileOnly, SetCoversEveryKernel) {
+  const auto specs = kernel_specs_for_compile_only("sm_90a");
+  std::set<std::string> files;
+  for (const auto& s : specs) files.insert(s.file);
+  for (const char* f : {"routing.cuh", "moe_align.cuh", "quant_fp8_amax.cuh",
+                        "quant_fp8_group.cuh", "silu_mul.cuh", "topk_reduce.cuh",
+                        "moe_gemm_mma.cuh"})
+    EXPECT_TRUE(files.count(f)) << f;
+  // sm_80 has no fp8 tensor cores: no fp8 GEMM in its set.
+  for (const auto& s : kernel_specs_for_compile_only("sm_80"))
+    if (s.file == "moe_gemm_mma.cuh") EXPECT_EQ(s.name.find("fp8"), std::string::npos) << s.name;
+}
+
+class MoeCompileArch : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MoeCompileArch, EveryKernelCompiles) {
+  const auto specs = kernel_specs_for_compile_only(GetParam());
+  const auto compiled = cuda::Jit::instance().compile_many(specs);
+  ASSERT_EQ(compiled.size(), specs.size());
+  for (const auto& c : compiled) {
+    EXPECT_FALSE(c.cubin.empty()) << c.spec.name << ": " << c.log;
+    EXPECT_FALSE(c.lowered_name.empty()) << c.spec.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, MoeCompileArch,
+                         ::testing::Values("sm_80", "sm_89", "sm_90a", "sm_120"));
+
+TEST(MoeStageSpecs, NamesCarryTheirParameters) {
+  MoeShape s;
+  s.E = s.E_global = 256;
+  s.N = 256;
+  s.K = 7168;
+  s.topk = 8;
+  s.routing.scoring = "sigmoid";
+  s.routing.n_group = 8;
+  s.routing.topk_group = 4;
+  s.routing.correction_bias = true;
+  const auto r = routing_spec(s, "sm_90a");
+  EXPECT_EQ(r.name, "moe_routing_sigmoid_e256_top8_g4of8_bias_renorm");
+  EXPECT_EQ(r.name_expression(), "moetune::moe_routing<256, 8, 1, 8, 4, true, true, 4>");
+  EXPECT_EQ(align_spec(64, 256, "sm_90a").name, "moe_align_m64_t256");
+  EXPECT_EQ(topk_reduce_spec(s, "sm_90a").name, "topk_reduce_bf16_k7168_top8");
+}
+
+TEST(MoeStageSpecs, RefusesShapesTheKernelsCannotRun) {
+  MoeShape s;
+  s.E = s.E_global = 1024;
+  s.N = 256;
+  s.K = 3072;
+  s.topk = 8;
+  EXPECT_THROW(check_stage_shape(s, 0), InputError);  // E per rank > 512
+  s.E = 256;
+  s.N = 100;
+  EXPECT_THROW(check_stage_shape(s, 0), InputError);  // N % 8
+  s.N = 256;
+  EXPECT_THROW(check_stage_shape(s, 4), InputError);  // rank past E_global / E
+  EXPECT_NO_THROW(check_stage_shape(s, 3));
+}
+
+}  // namespace
+}  // namespace moetune::moe
