@@ -43,6 +43,10 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     const int block_k = (*shape.block_shape)[1];
     while (c.BLOCK_SIZE_K > 32 && block_k % c.BLOCK_SIZE_K != 0) c.BLOCK_SIZE_K /= 2;
   }
+  // ...and no deeper than the reduction (a longer K-tile multiplies padding zeros), down to the
+  // kernel's minimum row of 64 bytes.
+  const int min_block_k = 64 / weight_bytes(shape.dtype);
+  while (c.BLOCK_SIZE_K > min_block_k && c.BLOCK_SIZE_K > depth) c.BLOCK_SIZE_K /= 2;
   // num_warps: 8 for 128-row tiles, to keep the accumulator per thread in registers; else 4.
   c.num_warps = c.BLOCK_SIZE_M >= 128 ? 8 : 4;
   // num_stages: small tiles are memory-bound and want loads in flight (4); big tiles 3.

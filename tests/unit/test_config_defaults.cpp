@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "moetune/config.hpp"
@@ -128,12 +130,33 @@ TEST(ConfigDefaults, MoetuneDefaultsAreValidEverywhere) {
           EXPECT_TRUE(validate_config(up, target, M).empty()) << name << " M=" << M;
           EXPECT_TRUE(validate_config(down, target, M).empty()) << name << " M=" << M;
           EXPECT_EQ(up.BLOCK_SIZE_M, down.BLOCK_SIZE_M) << name << " M=" << M;
+          // A split reduction (K up, N down) gives each split the same whole K-tiles.
+          if (up.SPLIT_K > 1) {
+            EXPECT_EQ(m.K % (up.SPLIT_K * up.BLOCK_SIZE_K), 0) << M;
+          }
+          if (down.SPLIT_K > 1) {
+            EXPECT_EQ(m.N % (down.SPLIT_K * down.BLOCK_SIZE_K), 0) << M;
+          }
+          EXPECT_LE(down.BLOCK_SIZE_K, std::max(m.N, 64 / weight_bytes(p.dtype))) << M;
           ++checked;
         }
       }
     }
   }
   EXPECT_EQ(checked, 2 * 6 * 4 * 18);
+}
+
+TEST(ConfigDefaults, MoetuneKTileNoDeeperThanTheReduction) {
+  // Down reduces over N = 64: a 64-deep K-tile, no split below one tile per split.
+  const MoeShape bf16 = shape(64, 1, 64, 2048, 8, Dtype::bf16, std::nullopt);
+  const KernelConfig down = moetune_default_config(bf16, gpu(test::kH200), 1, true);
+  EXPECT_EQ(down.BLOCK_SIZE_K, 64);
+  EXPECT_EQ(down.SPLIT_K, 1);
+  // N = 32: bf16 goes to 32; fp8 stops at 64, its shortest row (64 bytes).
+  const MoeShape narrow = shape(64, 1, 32, 2048, 8, Dtype::bf16, std::nullopt);
+  EXPECT_EQ(moetune_default_config(narrow, gpu(test::kH200), 1, true).BLOCK_SIZE_K, 32);
+  const MoeShape fp8 = shape(64, 1, 32, 2048, 8, Dtype::fp8_w8a8, std::nullopt);
+  EXPECT_EQ(moetune_default_config(fp8, gpu(test::kH200), 1, true).BLOCK_SIZE_K, 64);
 }
 
 TEST(ConfigDefaults, MoetuneBlockMGrowsWithTokensPerExpert) {
