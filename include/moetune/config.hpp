@@ -42,11 +42,11 @@ enum class Naming { sglang, vllm };
 // (vllm: "[128,128]"); `down` appends "_down" before ".json". Spaces in device -> '_'.
 std::string config_file_name(const MoeShape& shape, const std::string& device_name,
                              Naming naming = Naming::sglang, bool down = false);
-// "x.json" -> "x.meta.json".
+// "x.json" -> "x.meta.json" (a name without ".json" gets ".meta.json" appended).
 std::string sidecar_name(const std::string& table_file_name);
 
 // --- JSON -------------------------------------------------------------------------------------
-// Parses a config object; unknown keys are kept in `unknown` for validation to reject.
+// One parsed entry: unknown keys are kept in `unknown_keys` for validation to reject.
 struct ParsedEntry {
   KernelConfig config;
   std::vector<std::string> unknown_keys;
