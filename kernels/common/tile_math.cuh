@@ -84,6 +84,35 @@ MOETUNE_HD constexpr int reference_smem_bytes(int BLOCK_SIZE_M, int BLOCK_SIZE_N
   return (num_stages - 1) * (BLOCK_SIZE_M + BLOCK_SIZE_N) * BLOCK_SIZE_K * bytes;
 }
 
+// --- the Hopper path (kernels/moe_gemm_wgmma_sm90a.cuh) --------------------------------------
+// Same shared-memory layout and formula as above; warpgroups (4 warps) issue wgmma over it.
+// Warpgroup grid: wg_m x wg_n = num_warps / 4, each warpgroup owning (BLOCK_SIZE_M / wg_m) rows
+// (a multiple of 64: m64 wgmma) and (BLOCK_SIZE_N / wg_n) columns (one wgmma N of 64/128/256).
+// Returns wg_m, or 0 when no split works.
+MOETUNE_HD constexpr int gemm_wg_m(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int num_warps) {
+  if (num_warps % 4 != 0) return 0;
+  const int wgs = num_warps / 4;
+  for (int wm = wgs; wm >= 1; wm /= 2) {
+    if (wgs % wm != 0 || BLOCK_SIZE_M % (64 * wm) != 0) continue;
+    const int wn = wgs / wm;
+    if (BLOCK_SIZE_N % wn != 0) continue;
+    const int n = BLOCK_SIZE_N / wn;
+    if (n == 64 || n == 128 || n == 256) return wm;
+  }
+  return 0;
+}
+// True when the wgmma kernel runs this config on sm_90a: rows of exactly 128 bytes (bf16/fp16
+// BLOCK_SIZE_K 64, fp8 BLOCK_SIZE_K 128: the 128-byte swizzle atom), a warpgroup grid, and the
+// accumulators in registers (<= 128 per thread, block fp8 <= 64 because of the second set).
+MOETUNE_HD constexpr bool gemm_wgmma_eligible(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int BLOCK_SIZE_K,
+                                              int num_warps, int bytes, bool block_scales) {
+  if (BLOCK_SIZE_K * bytes != 128) return false;
+  const int wm = gemm_wg_m(BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps);
+  if (wm == 0) return false;
+  const int acc = BLOCK_SIZE_M * BLOCK_SIZE_N / (32 * num_warps);
+  return acc <= (bytes == 1 && block_scales ? kMaxAccPerThread / 2 : kMaxAccPerThread);
+}
+
 constexpr int kMaxSplitK = 16;
 
 // Why moetune's GEMM kernel cannot run this config (shape-independent rules), or nullptr.

@@ -57,11 +57,18 @@ struct GemmArgs {
 };
 
 // The kernel instance for (shape, config, stage) on `arch` ("sm_80", "sm_89", "sm_90a",
-// "sm_120"...). Name carries the config: moe_gemm_up_fp8b_m16n64k128_g1_w4_s4_sk1_n256_k3072.
+// "sm_120"...). Name carries the path and config:
+// moe_gemm_up_fp8b_m16n64k128_g1_w4_s4_sk1_N256_K3072_topk8_b128x128,
+// moe_gemm_down_bf16_wgmma_m128n128k64_g16_w8_s4_sk1_N256_K3072_topk8 (sm_90a, wgmma tiles).
 // Throws InputError(key, value, reason) for a config the kernel cannot run on this shape
 // (tile_rule_violation, block-fp8 scale straddling, fp8 below sm_89).
 cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& config,
                                   GemmStage stage, const std::string& arch);
+
+// True when gemm_kernel_spec picks the Hopper kernel (kernels/moe_gemm_wgmma_sm90a.cuh): arch
+// sm_90a and tile_math::gemm_wgmma_eligible (rows of 128 bytes, warpgroup tiling). Otherwise the
+// mma.sync kernel (kernels/moe_gemm_mma.cuh) runs. Same contract, results and smem formula.
+bool gemm_uses_wgmma(const MoeShape& shape, const KernelConfig& config, const std::string& arch);
 
 // The upper bound on M-blocks that can be active for M tokens (host-side, no sync):
 // min(ceil(max_num_tokens_padded / BM), ceil(M*topk / BM) + min(E, M*topk)).

@@ -15,14 +15,21 @@ namespace moetune::gemm {
 
 namespace {
 
-// NVRTC target of the current context's device, queried once per device.
-std::string current_arch() {
+struct DeviceFacts {
+  std::string arch;     // NVRTC target
+  int smem_optin = 0;   // max dynamic shared memory per block
+};
+// Facts of the current context's device, queried once per device.
+const DeviceFacts& current_device() {
   static std::mutex mu;
-  static std::map<int, std::string> archs;
+  static std::map<int, DeviceFacts> facts;
   const int ordinal = cuda::Context::current().ordinal();
   std::lock_guard<std::mutex> lock(mu);
-  auto it = archs.find(ordinal);
-  if (it == archs.end()) it = archs.emplace(ordinal, cuda::query_device(ordinal).arch()).first;
+  auto it = facts.find(ordinal);
+  if (it == facts.end()) {
+    const auto info = cuda::query_device(ordinal);
+    it = facts.emplace(ordinal, DeviceFacts{info.arch(), info.smem_per_block_optin_bytes}).first;
+  }
   return it->second;
 }
 
@@ -53,7 +60,12 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
     throw InputError("workspace_bytes", std::to_string(args.workspace_bytes),
                      fmt::format("SPLIT_K={} needs {} bytes (gemm_workspace_bytes)", c.SPLIT_K, ws));
 
-  const cuda::KernelSpec spec = gemm_kernel_spec(shape, c, args.stage, current_arch());
+  const DeviceFacts& dev = current_device();
+  if (dev.smem_optin > 0 && g.smem_bytes > static_cast<std::size_t>(dev.smem_optin))
+    throw InputError("smem_bytes", std::to_string(g.smem_bytes),
+                     fmt::format("above this GPU's {} bytes of shared memory per block",
+                                 dev.smem_optin));
+  const cuda::KernelSpec spec = gemm_kernel_spec(shape, c, args.stage, dev.arch);
   const auto kernel = cuda::Jit::instance().get(spec);
   const void* a = args.a;
   const float* a_scale = args.a_scale;

@@ -94,6 +94,13 @@ void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
 
 const char* to_string(GemmStage s) { return is_up(s) ? "up" : "down"; }
 
+bool gemm_uses_wgmma(const MoeShape& shape, const KernelConfig& c, const std::string& arch) {
+  const int bytes = weight_bytes(shape.dtype);
+  return arch == "sm_90a" &&
+         tm::gemm_wgmma_eligible(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.num_warps, bytes,
+                                 dtype_code(shape) == tm::kDtypeFp8Block);
+}
+
 cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
                                   const std::string& arch) {
   check_config(shape, c, stage, arch);
@@ -101,9 +108,10 @@ cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& c, 
   const bool block = code == tm::kDtypeFp8Block;
   const int bn = block ? (*shape.block_shape)[0] : 0;
   const int bk = block ? (*shape.block_shape)[1] : 0;
+  const bool wgmma = gemm_uses_wgmma(shape, c, arch);
   cuda::KernelSpec spec;
-  spec.file = "moe_gemm_mma.cuh";
-  spec.kernel = "moetune::moe_gemm_mma";
+  spec.file = wgmma ? "moe_gemm_wgmma_sm90a.cuh" : "moe_gemm_mma.cuh";
+  spec.kernel = wgmma ? "moetune::moe_gemm_wgmma" : "moetune::moe_gemm_mma";
   spec.arch = arch;
   auto arg = [&](const char* name, int v) { spec.template_args.emplace_back(name, std::to_string(v)); };
   arg("STAGE", is_up(stage) ? tm::kStageUp : tm::kStageDown);
@@ -120,8 +128,8 @@ cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& c, 
   arg("num_warps", c.num_warps);
   arg("num_stages", c.num_stages);
   arg("SPLIT_K", c.SPLIT_K);
-  spec.name = fmt::format("moe_gemm_{}_{}_{}_N{}_K{}_topk{}", to_string(stage), dtype_tag(code),
-                          config_text(c), shape.N, shape.K, shape.topk);
+  spec.name = fmt::format("moe_gemm_{}_{}{}_{}_N{}_K{}_topk{}", to_string(stage), dtype_tag(code),
+                          wgmma ? "_wgmma" : "", config_text(c), shape.N, shape.K, shape.topk);
   if (block) spec.name += fmt::format("_b{}x{}", bn, bk);
   return spec;
 }

@@ -51,9 +51,14 @@ KernelConfig cfg(int bm, int bn, int bk, int g, int w, int st, int sk = 1) {
 std::vector<KernelConfig> configs_for(const MoeShape& s) {
   if (s.dtype == Dtype::fp8_w8a8)
     return {cfg(16, 64, 128, 1, 4, 4), cfg(16, 128, 128, 1, 4, 4, 2), cfg(32, 64, 64, 1, 4, 5, 3),
-            cfg(64, 128, 128, 8, 4, 3), cfg(128, 128, 128, 16, 8, 3)};
+            // wgmma on sm_90a (rows of 128 bytes, warpgroup tiles):
+            cfg(64, 128, 128, 8, 4, 3), cfg(128, 128, 128, 16, 8, 3), cfg(64, 64, 128, 8, 4, 4, 2),
+            cfg(128, 64, 128, 1, 4, 3)};
   return {cfg(16, 64, 128, 1, 4, 4), cfg(16, 64, 64, 1, 4, 4, 4), cfg(32, 128, 64, 1, 8, 5, 3),
-          cfg(64, 128, 64, 8, 4, 3), cfg(128, 128, 64, 16, 8, 3), cfg(64, 256, 128, 32, 8, 2)};
+          cfg(64, 256, 128, 32, 8, 2),
+          // wgmma on sm_90a (rows of 128 bytes, warpgroup tiles):
+          cfg(64, 128, 64, 8, 4, 3), cfg(128, 128, 64, 16, 8, 3), cfg(64, 128, 64, 8, 4, 4, 2),
+          cfg(64, 256, 64, 8, 4, 3), cfg(128, 64, 64, 8, 4, 3), cfg(256, 128, 64, 8, 8, 3)};
 }
 
 bool gpu_ok(std::string* why) { return cuda::gpu_available(why); }

@@ -68,6 +68,13 @@ std::string cfg_json(const KernelConfig& c) {
 std::vector<KernelConfig> candidates(const MoeShape& s, int64_t M) {
   std::vector<KernelConfig> v;
   const bool fp8 = s.dtype == Dtype::fp8_w8a8;
+  if (M <= 16) {
+    v.push_back(cfg(16, 64, 64, 1, 4, 6, 4));
+    v.push_back(cfg(16, 64, 64, 1, 4, 5, 8));
+    v.push_back(cfg(16, 64, 128, 1, 4, 3, 8));
+    v.push_back(cfg(16, 64, 128, 1, 4, 5, 4));
+    v.push_back(cfg(16, 64, 64, 1, 4, 8, 2));
+  }
   if (M <= 256) {
     for (int sk : {1, 2, 4}) v.push_back(cfg(16, 64, 128, 1, 4, 4, sk));
     for (int sk : {1, 2}) v.push_back(cfg(16, 128, 128, 1, 4, 4, sk));
@@ -78,19 +85,26 @@ std::vector<KernelConfig> candidates(const MoeShape& s, int64_t M) {
     v.push_back(cfg(32, 128, 128, 1, 8, 4));
   }
   if (M >= 64) {
+    // mma.sync tiles
     v.push_back(cfg(64, 64, 128, 8, 4, 4));
     v.push_back(cfg(64, 128, 128, 8, 4, 3));
-    v.push_back(cfg(64, 128, 64, 8, 4, 4));
-    v.push_back(cfg(64, 256, 128, 16, 8, 3));
-    v.push_back(cfg(128, 128, 128, 16, 8, 3));
-    v.push_back(cfg(128, 128, 64, 16, 8, 4));
+    v.push_back(cfg(32, 128, 128, 8, 4, 4));
+    // wgmma tiles on sm_90a (rows of 128 bytes)
     if (!fp8) {
-      v.push_back(cfg(128, 128, 64, 16, 4, 3));
+      v.push_back(cfg(64, 128, 64, 8, 4, 4));
+      v.push_back(cfg(64, 256, 64, 8, 4, 4));
+      v.push_back(cfg(128, 128, 64, 16, 8, 4));
+      v.push_back(cfg(128, 128, 64, 8, 4, 4));
       v.push_back(cfg(128, 256, 64, 16, 8, 3));
-      v.push_back(cfg(64, 128, 64, 1, 4, 4));
+      v.push_back(cfg(256, 128, 64, 16, 8, 3));
+      v.push_back(cfg(64, 64, 64, 8, 4, 6));
     } else {
-      v.push_back(cfg(128, 64, 128, 16, 4, 4));
-      v.push_back(cfg(64, 128, 128, 1, 4, 4));
+      v.push_back(cfg(64, 64, 128, 8, 4, 6));
+      v.push_back(cfg(64, 128, 128, 8, 4, 4));
+      v.push_back(cfg(128, 64, 128, 8, 4, 4));
+      v.push_back(cfg(128, 128, 128, 16, 8, 4));
+      v.push_back(cfg(128, 128, 128, 8, 8, 3));
+      v.push_back(cfg(64, 128, 128, 1, 4, 5));
     }
   }
   return v;
@@ -262,14 +276,18 @@ void run_sweep(const std::string& out_dir, const std::vector<int64_t>& Ms,
       for (const auto& c : cands) {
         const auto& sets = sets_for(c.BLOCK_SIZE_M);
         for (GemmStage st : {GemmStage::up, GemmStage::down}) {
+          double t = 0;
           try {
             (void)gemm_kernel_spec(s, c, st, arch);
-          } catch (const InputError&) {
+            launch_gemm(s, c, sw.args(st, sets[0], M), stream);  // throws InputError if no fit
+            t = time_graph(stream, [&] {
+              for (int r = 0; r < kSets; ++r) launch_gemm(s, c, sw.args(st, sets[r], M), stream);
+            });
+          } catch (const InputError& e) {
+            std::printf("[skip] %s M=%lld %s %s: %s\n", name.c_str(), static_cast<long long>(M),
+                        to_string(st), cfg_text(c).c_str(), e.what());
             continue;
           }
-          const double t = time_graph(stream, [&] {
-            for (int r = 0; r < kSets; ++r) launch_gemm(s, c, sw.args(st, sets[r], M), stream);
-          });
           auto& b = (st == GemmStage::up ? best_up : best_down)[c.BLOCK_SIZE_M];
           if (t < b.t) b = {t, c};
           if (jsonl.is_open())

@@ -116,6 +116,23 @@ TEST(GemmSpec, NameAndTemplateArguments) {
   EXPECT_EQ(down.name, "moe_gemm_down_bf16_m64n128k64_g8_w4_s3_sk2_N256_K3072_topk8");
 }
 
+TEST(GemmSpec, PicksWgmmaOnSm90aForEligibleTiles) {
+  const auto bf16 = qwen_tp4(Dtype::bf16, false);
+  const auto fp8 = qwen_tp4(Dtype::fp8_w8a8, true);
+  EXPECT_TRUE(gemm_uses_wgmma(bf16, cfg(128, 128, 64, 16, 8, 4), "sm_90a"));
+  EXPECT_FALSE(gemm_uses_wgmma(bf16, cfg(128, 128, 64, 16, 8, 4), "sm_89"));
+  EXPECT_FALSE(gemm_uses_wgmma(bf16, cfg(128, 128, 128, 16, 8, 4), "sm_90a"));  // 256-byte rows
+  EXPECT_FALSE(gemm_uses_wgmma(bf16, cfg(16, 64, 64, 1, 4, 4), "sm_90a"));      // m16 tile
+  EXPECT_TRUE(gemm_uses_wgmma(fp8, cfg(64, 128, 128, 8, 4, 4), "sm_90a"));
+  EXPECT_FALSE(gemm_uses_wgmma(fp8, cfg(128, 128, 128, 8, 4, 4), "sm_90a"));  // 2x128 acc
+  const auto spec = gemm_kernel_spec(bf16, cfg(128, 128, 64, 16, 8, 4), GemmStage::down, "sm_90a");
+  EXPECT_EQ(spec.file, "moe_gemm_wgmma_sm90a.cuh");
+  EXPECT_EQ(spec.kernel, "moetune::moe_gemm_wgmma");
+  EXPECT_EQ(spec.name, "moe_gemm_down_bf16_wgmma_m128n128k64_g16_w8_s4_sk1_N256_K3072_topk8");
+  EXPECT_EQ(gemm_kernel_spec(bf16, cfg(128, 128, 64, 16, 8, 4), GemmStage::down, "sm_80").file,
+            "moe_gemm_mma.cuh");
+}
+
 TEST(GemmSpec, RefusesWhatTheKernelCannotRun) {
   auto fp8 = qwen_tp4(Dtype::fp8_w8a8, true);
   try {
@@ -193,12 +210,14 @@ TEST_F(GemmNvrtc, CompilesRepresentativeInstancesForEachArch) {
   const Case bf16_cases[] = {
       {Dtype::bf16, false, GemmStage::up, cfg(16, 64, 128, 1, 4, 4, 4)},
       {Dtype::bf16, false, GemmStage::down, cfg(64, 128, 64, 8, 4, 3)},
-      {Dtype::fp16, false, GemmStage::up, cfg(128, 256, 64, 16, 8, 3)},
+      {Dtype::fp16, false, GemmStage::up, cfg(128, 256, 64, 16, 8, 3)},   // wgmma on sm_90a
+      {Dtype::bf16, false, GemmStage::down, cfg(128, 128, 64, 16, 4, 4, 2)},  // wgmma on sm_90a
   };
   const Case fp8_cases[] = {
       {Dtype::fp8_w8a8, true, GemmStage::up, cfg(16, 128, 128, 1, 4, 5, 2)},
       {Dtype::fp8_w8a8, true, GemmStage::down, cfg(64, 64, 128, 32, 4, 3)},
-      {Dtype::fp8_w8a8, false, GemmStage::up, cfg(128, 128, 128, 8, 8, 3)},
+      {Dtype::fp8_w8a8, false, GemmStage::up, cfg(128, 128, 128, 8, 8, 3)},  // wgmma on sm_90a
+      {Dtype::fp8_w8a8, true, GemmStage::up, cfg(64, 128, 128, 8, 4, 4, 2)},  // wgmma on sm_90a
   };
   for (const std::string arch : {"sm_80", "sm_89", "sm_90a", "sm_120"}) {
     std::vector<cuda::KernelSpec> specs;

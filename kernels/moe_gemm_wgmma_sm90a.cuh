@@ -1,0 +1,392 @@
+// moe_gemm_wgmma_sm90a: the grouped expert GEMM on Hopper's warpgroup MMA (wgmma, sm_90a only),
+// for the tiles where it pays (large M). Same contract, math, pointers, grid mapping, split-K,
+// shared-memory layout and formula (tile_math::gemm_smem_bytes) as kernels/moe_gemm_mma.cuh —
+// read that file's opening comment; only the MMA differs:
+//
+// Rows of the A and B tiles are exactly 128 bytes (bf16/fp16 BLOCK_SIZE_K 64, fp8 128) with the
+// 16-byte chunks at chunk ^ (row & 7): this is the wgmma 128-byte-swizzle K-major layout, so the
+// cp.async ring feeds wgmma directly (each stage 1024-byte aligned). Warpgroups (4 warps) form a
+// wg_m x wg_n grid (tile_math::gemm_wg_m); each owns (BLOCK_SIZE_M / wg_m) rows as m64 slices and
+// one wgmma N = BLOCK_SIZE_N / wg_n in {64, 128, 256} of columns, fp32 accumulators in registers
+// (per m64 slice, thread = warp w, lane l: n8 chunk i holds rows 16w + l/4 (+8), columns
+// 8i + 2(l%4) (+1), the m16n8 C-fragment layout of mma.sync). Each K-tile: wait for its cp.async
+// group, fence.proxy.async, barrier, issue the next tile's loads, wgmma over the tile's k-steps
+// (32 bytes each), commit; with num_stages >= 3 one wgmma group stays in flight (see kPipelined).
+//
+// Chosen by src/gemm for arch sm_90a when tile_math::gemm_wgmma_eligible(config) holds.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "common/ptx.cuh"
+#include "common/tile_math.cuh"
+#include "common/wgmma.cuh"
+
+namespace moetune {
+
+template <int STAGE,          // tile_math::kStageUp (w13) or kStageDown (w2, times topk_weights)
+          int DTYPE,          // tile_math::kDtypeBf16 / kDtypeFp16 / kDtypeFp8Block / kDtypeFp8Tensor
+          int N,              // per-rank expert intermediate size (w2.shape[2])
+          int K,              // hidden size
+          int TOPK,           // experts per token
+          int SCALE_BLOCK_N,  // fp8 block-wise: block_n of the weight scales (0 otherwise)
+          int SCALE_BLOCK_K,  // fp8 block-wise: block_k of the weight and activation scales (0 otherwise)
+          int BLOCK_SIZE_M,   // token slots per tile (the alignment's padding unit)
+          int BLOCK_SIZE_N,   // output columns per tile
+          int BLOCK_SIZE_K,   // reduction depth per pipeline stage
+          int GROUP_SIZE_M,   // M-blocks sweeping one N-tile together (L2 reuse of weight tiles)
+          int num_warps,      // warps per block
+          int num_stages,     // cp.async ring depth (num_stages - 1 K-tiles in flight)
+          int SPLIT_K>        // blocks sharing one output tile's reduction (gridDim.y)
+__global__ void __launch_bounds__(num_warps * 32)
+    moe_gemm_wgmma(const void* __restrict__ a, const float* __restrict__ a_scale,
+                 const void* __restrict__ w, const float* __restrict__ w_scale,
+                 void* __restrict__ out, const float* __restrict__ topk_weights,
+                 const int* __restrict__ sorted_token_ids, const int* __restrict__ expert_ids,
+                 const int* __restrict__ num_tokens_post_padded, long long M,
+                 void* __restrict__ workspace) {
+  using namespace tile_math;
+  constexpr bool kUp = STAGE == kStageUp;
+  constexpr bool kFp8 = DTYPE == kDtypeFp8Block || DTYPE == kDtypeFp8Tensor;
+  constexpr bool kBlockScale = DTYPE == kDtypeFp8Block;
+  constexpr int kBytes = kFp8 ? 1 : 2;                   // element size of a and w
+  constexpr int N_OUT = kUp ? 2 * N : K;                 // output columns
+  constexpr int K_RED = kUp ? K : N;                     // reduction length
+  constexpr int kThreads = num_warps * 32;
+  constexpr int kRowBytes = BLOCK_SIZE_K * kBytes;       // one tile row in shared memory
+  constexpr int kChunks = kRowBytes / 16;                // 16-byte chunks per tile row
+  constexpr int kKSteps = kRowBytes / 32;                // MMA k-steps per tile (k16 / fp8 k32)
+  constexpr int kKTiles = (K_RED + BLOCK_SIZE_K - 1) / BLOCK_SIZE_K;
+  constexpr int kNTiles = (N_OUT + BLOCK_SIZE_N - 1) / BLOCK_SIZE_N;
+  constexpr int kWgs = num_warps / 4;                    // warpgroups
+  constexpr int kWgM = gemm_wg_m(BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps);
+  constexpr int kWgN = kWgs / (kWgM > 0 ? kWgM : 1);
+  constexpr int kWgTileM = BLOCK_SIZE_M / (kWgM > 0 ? kWgM : 1);
+  constexpr int WN = BLOCK_SIZE_N / kWgN;                // wgmma N
+  constexpr int MI = kWgTileM / 64;                      // m64 slices per warpgroup
+  constexpr int kAccN = WN / 2;                          // fp32 accumulators per slice per thread
+  constexpr int NT = WN / 8;                             // n8 chunks per slice
+  constexpr int kATile = BLOCK_SIZE_M * kRowBytes;
+  constexpr int kStageBytes = gemm_smem_stage_bytes(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K,
+                                                    kBytes, kBytes);
+  constexpr int kAIters = (BLOCK_SIZE_M * kChunks + kThreads - 1) / kThreads;
+  constexpr int kBIters = (BLOCK_SIZE_N * kChunks + kThreads - 1) / kThreads;
+  constexpr bool kKTail = K_RED % BLOCK_SIZE_K != 0;
+  constexpr bool kNTail = N_OUT % BLOCK_SIZE_N != 0;
+  constexpr int kSBN = SCALE_BLOCK_N > 0 ? SCALE_BLOCK_N : 1;  // safe divisors when not block fp8
+  constexpr int kSBK = SCALE_BLOCK_K > 0 ? SCALE_BLOCK_K : 1;
+
+  static_assert(tile_rule_violation(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps,
+                                    num_stages, SPLIT_K, kBytes, kBytes, kBlockScale) == nullptr,
+                "config breaks tile_math::tile_rule_violation (see its reason on the host)");
+  static_assert(gemm_wgmma_eligible(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, kBytes,
+                                    kBlockScale),
+                "wgmma path: BLOCK_SIZE_K * bytes must be 128, BLOCK_SIZE_M a multiple of 64 per "
+                "warpgroup row, BLOCK_SIZE_N / wg_n in {64, 128, 256}");
+  static_assert(kStageBytes % 1024 == 0 && kATile % 1024 == 0, "stages must stay 1024-byte aligned");
+  static_assert(GROUP_SIZE_M >= 1, "GROUP_SIZE_M must be >= 1");
+  static_assert(K_RED * kBytes % 16 == 0, "rows of a and w must be whole 16-byte chunks");
+  static_assert(!kBlockScale || (SCALE_BLOCK_K > 0 && kSBK % BLOCK_SIZE_K == 0),
+                "block fp8: BLOCK_SIZE_K must divide block_k (a K-tile never straddles a scale group)");
+  static_assert(!kBlockScale || (SCALE_BLOCK_N > 0 && K_RED % kSBK == 0 && N_OUT % kSBN == 0),
+                "block fp8: N and K must be multiples of the scale block");
+  static_assert(!kBlockScale || kSBN % 8 == 0,
+                "block fp8: block_n must be a multiple of 8 (an MMA column pair shares a scale)");
+  static_assert(!kBlockScale || BLOCK_SIZE_N % kSBN == 0 || kSBN % BLOCK_SIZE_N == 0,
+                "block fp8: BLOCK_SIZE_N must divide block_n or be a multiple of it");
+
+  extern __shared__ __align__(1024) unsigned char smem[];
+  int* s_slot = reinterpret_cast<int*>(smem + num_stages * kStageBytes);
+  int* s_ticket = s_slot + BLOCK_SIZE_M;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+
+  // ---- tile of this block (GROUP_SIZE_M order) ---------------------------------------------
+  const int num_m_blocks = gridDim.x / kNTiles;
+  const int pid = blockIdx.x;
+  const int split = blockIdx.y;
+  constexpr int kGroupTiles = GROUP_SIZE_M * kNTiles;
+  const int group = pid / kGroupTiles;
+  const int first_m = group * GROUP_SIZE_M;
+  const int group_rows = min(num_m_blocks - first_m, GROUP_SIZE_M);
+  const int pid_m = first_m + (pid % kGroupTiles) % group_rows;
+  const int pid_n = (pid % kGroupTiles) / group_rows;
+  if (pid_m * BLOCK_SIZE_M >= __ldg(num_tokens_post_padded)) return;
+  const int expert = __ldg(expert_ids + pid_m);
+  if (expert < 0) return;  // expert of another rank (EP)
+  const long long num_slots = M * TOPK;
+  const int n_start = pid_n * BLOCK_SIZE_N;
+
+  // ---- slot table ----------------------------------------------------------------------------
+  for (int r = tid; r < BLOCK_SIZE_M; r += kThreads) {
+    const int slot = __ldg(sorted_token_ids + (long long)pid_m * BLOCK_SIZE_M + r);
+    s_slot[r] = (slot >= 0 && slot < num_slots) ? slot : -1;
+  }
+  __syncthreads();
+
+  // ---- per-thread copy plan: global row pointers and swizzled shared offsets -------------------
+  const unsigned char* a_bytes = static_cast<const unsigned char*>(a);
+  const unsigned char* w_bytes = static_cast<const unsigned char*>(w);
+  const unsigned char* a_src[kAIters];
+  int a_dst[kAIters];
+  int a_chunk[kAIters];
+  bool a_ok[kAIters];
+#pragma unroll
+  for (int i = 0; i < kAIters; ++i) {
+    const int idx = tid + i * kThreads;
+    const int row = idx / kChunks, chunk = idx % kChunks;
+    const bool in_tile = idx < BLOCK_SIZE_M * kChunks;
+    const int slot = in_tile ? s_slot[row] : -1;
+    const long long arow = kUp ? (long long)(slot / TOPK) : (long long)slot;
+    a_ok[i] = slot >= 0;
+    a_src[i] = a_bytes + (slot >= 0 ? arow * (long long)(K_RED * kBytes) + chunk * 16 : 0);
+    a_dst[i] = in_tile ? row * kRowBytes + swizzle_chunk(row, chunk, kChunks) * 16 : -1;
+    a_chunk[i] = chunk;
+  }
+  const unsigned char* b_src[kBIters];
+  int b_dst[kBIters];
+  int b_chunk[kBIters];
+  bool b_ok[kBIters];
+#pragma unroll
+  for (int i = 0; i < kBIters; ++i) {
+    const int idx = tid + i * kThreads;
+    const int row = idx / kChunks, chunk = idx % kChunks;
+    const bool in_tile = idx < BLOCK_SIZE_N * kChunks;
+    const int n = n_start + row;
+    b_ok[i] = in_tile && (!kNTail || n < N_OUT);
+    b_src[i] = w_bytes + (b_ok[i] ? ((long long)expert * N_OUT + n) * (long long)(K_RED * kBytes) +
+                                        chunk * 16
+                                  : 0);
+    b_dst[i] = in_tile ? kATile + row * kRowBytes + swizzle_chunk(row, chunk, kChunks) * 16 : -1;
+    b_chunk[i] = chunk;
+  }
+  const unsigned smem_base = ptx::smem_addr(smem);
+
+  auto load_tile = [&](int kt, int stage) {
+    const unsigned base = smem_base + stage * kStageBytes;
+    const long long k_off = (long long)kt * kRowBytes;
+#pragma unroll
+    for (int i = 0; i < kAIters; ++i) {
+      if (a_dst[i] < 0) continue;
+      const bool ok = a_ok[i] && (!kKTail || k_off + a_chunk[i] * 16 < K_RED * kBytes);
+      ptx::cp_async_16(base + a_dst[i], ok ? a_src[i] + k_off : a_bytes, ok ? 16 : 0);
+    }
+#pragma unroll
+    for (int i = 0; i < kBIters; ++i) {
+      if (b_dst[i] < 0) continue;
+      const bool ok = b_ok[i] && (!kKTail || k_off + b_chunk[i] * 16 < K_RED * kBytes);
+      ptx::cp_async_16(base + b_dst[i], ok ? b_src[i] + k_off : w_bytes, ok ? 16 : 0);
+    }
+  };
+
+  // ---- warpgroup's sub-tile ---------------------------------------------------------------------
+  const int wg = warp / 4;
+  const int wg_m0 = (wg / kWgN) * kWgTileM;  // first row of this warpgroup
+  const int wg_n0 = (wg % kWgN) * WN;        // first column
+  const int lane_row = (warp & 3) * 16 + (lane >> 2);  // row within an m64 slice (+8 for c >= 2)
+
+  float acc[MI][kAccN];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < kAccN; ++j) acc[i][j] = 0.f;
+
+  // Block fp8: the scale rows of this thread's accumulator rows (fixed for the tile).
+  long long scale_row[MI][2];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int slot = s_slot[wg_m0 + i * 64 + lane_row + 8 * h];
+      scale_row[i][h] = slot < 0 ? -1 : (kUp ? (long long)(slot / TOPK) : (long long)slot);
+    }
+
+  // Issues (does not wait for) the wgmmas of one ring slot; `first` overwrites d.
+  auto issue_tile = [&](int stage, float (&d)[MI][kAccN], bool overwrite) {
+    const unsigned a_base = smem_base + stage * kStageBytes + wg_m0 * kRowBytes;
+    const unsigned b_base = smem_base + stage * kStageBytes + kATile + wg_n0 * kRowBytes;
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      const unsigned long long db = wgmma::make_desc(b_base + ks * 32);
+#pragma unroll
+      for (int i = 0; i < MI; ++i) {
+        const unsigned long long da = wgmma::make_desc(a_base + i * 64 * kRowBytes + ks * 32);
+        const int scale_d = (overwrite && ks == 0) ? 0 : 1;
+        if constexpr (kFp8) {
+          if constexpr (WN == 64) wgmma::mma_m64n64k32_e4m3(d[i], da, db, scale_d);
+          else if constexpr (WN == 128) wgmma::mma_m64n128k32_e4m3(d[i], da, db, scale_d);
+          else wgmma::mma_m64n256k32_e4m3(d[i], da, db, scale_d);
+        } else if constexpr (DTYPE == kDtypeFp16) {
+          if constexpr (WN == 64) wgmma::mma_m64n64k16_fp16(d[i], da, db, scale_d);
+          else if constexpr (WN == 128) wgmma::mma_m64n128k16_fp16(d[i], da, db, scale_d);
+          else wgmma::mma_m64n256k16_fp16(d[i], da, db, scale_d);
+        } else {
+          if constexpr (WN == 64) wgmma::mma_m64n64k16_bf16(d[i], da, db, scale_d);
+          else if constexpr (WN == 128) wgmma::mma_m64n128k16_bf16(d[i], da, db, scale_d);
+          else wgmma::mma_m64n256k16_bf16(d[i], da, db, scale_d);
+        }
+      }
+    }
+  };
+
+  // ---- main loop over this split's K-tiles ----------------------------------------------------
+  constexpr int kPerSplit = (kKTiles + SPLIT_K - 1) / SPLIT_K;
+  const int kt_begin = split * kPerSplit;
+  const int kt_end = min(kKTiles, kt_begin + kPerSplit);
+  const int n_kt = max(0, kt_end - kt_begin);
+
+  // Pipelined (num_stages >= 3, not block fp8): one wgmma group stays in flight while the next
+  // tile is issued; a ring slot is refilled two tiles after its wgmmas were issued (the barrier at
+  // the top of each step proves every warpgroup has retired them), so num_stages - 2 tiles load
+  // ahead. Block fp8 folds each tile's partial sum with its scales, so it waits for every tile's
+  // wgmmas (a double-buffered partial was serialized by ptxas, C7514), with num_stages - 1 ahead.
+  constexpr bool kPipelined = num_stages >= 3 && !kBlockScale;
+  constexpr int kAhead = kPipelined ? num_stages - 2 : num_stages - 1;  // tiles loading ahead
+  constexpr int kGroups = K_RED / kSBK;
+
+  struct Scales {
+    float a[MI][2];
+    float w[NT];
+  };
+  // Block fp8: this thread's scale factors of K-tile kt.
+  auto load_scales = [&](int kt, Scales& sc) {
+    const int g = kt * BLOCK_SIZE_K / kSBK;
+#pragma unroll
+    for (int m = 0; m < MI; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        sc.a[m][h] = scale_row[m][h] < 0 ? 0.f : __ldg(a_scale + scale_row[m][h] * kGroups + g);
+    const float* ws_e = w_scale + (long long)expert * (N_OUT / kSBN) * kGroups + g;
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n = n_start + wg_n0 + j * 8;
+      sc.w[j] = __ldg(ws_e + (long long)(min(n, N_OUT - 1) / kSBN) * kGroups);
+    }
+  };
+  auto fold = [&](const float (&part)[MI][kAccN], const Scales& sc) {
+#pragma unroll
+    for (int m = 0; m < MI; ++m)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[m][j * 4 + c] += part[m][j * 4 + c] * (sc.a[m][c >> 1] * sc.w[j]);
+  };
+  // Top of each step: K-tile i has landed for every thread; refill the slot freed earlier.
+  auto begin_step = [&](int i) {
+    ptx::cp_async_wait<kAhead - 1>();
+    wgmma::fence_proxy_async();  // this thread's cp.async bytes -> visible to wgmma after the barrier
+    __syncthreads();
+    const int next = i + kAhead;
+    if (next < n_kt) load_tile(kt_begin + next, next % num_stages);
+    ptx::cp_async_commit();
+  };
+
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s) {
+    if (s < n_kt) load_tile(kt_begin + s, s);
+    ptx::cp_async_commit();
+  }
+  if constexpr (kBlockScale) {
+    float part[MI][kAccN];
+    Scales sc;
+    for (int i = 0; i < n_kt; ++i) {
+      begin_step(i);
+      load_scales(kt_begin + i, sc);
+      wgmma::fence();
+      issue_tile(i % num_stages, part, true);
+      wgmma::commit();
+      wgmma::wait<0>();
+      fold(part, sc);
+    }
+  } else {
+    for (int i = 0; i < n_kt; ++i) {
+      begin_step(i);
+      wgmma::fence();
+      issue_tile(i % num_stages, acc, false);
+      wgmma::commit();
+      if constexpr (kPipelined) wgmma::wait<1>();
+      else wgmma::wait<0>();
+    }
+    wgmma::wait<0>();
+  }
+  ptx::cp_async_wait<0>();
+
+  // ---- split-K: publish the partial, the last block of the tile reduces in split order --------
+  if constexpr (SPLIT_K > 1) {
+    constexpr int kAcc = MI * kAccN;
+    const int tile = pid;  // one counter and SPLIT_K partial slots per grid tile
+    int* counters = static_cast<int*>(workspace);
+    const long long counter_bytes = ((long long)gridDim.x * 4 + 255) / 256 * 256;
+    float4* partials = reinterpret_cast<float4*>(static_cast<unsigned char*>(workspace) + counter_bytes);
+    auto part_ptr = [&](int s, int q) {
+      return partials + (((long long)tile * SPLIT_K + s) * (kAcc / 4) + q) * kThreads + tid;
+    };
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        __stcg(part_ptr(split, i * NT + j), make_float4(acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2], acc[i][4 * j + 3]));
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) *s_ticket = atomicAdd(counters + tile, 1);
+    __syncthreads();
+    if (*s_ticket != SPLIT_K - 1) return;
+    __threadfence();
+    float sum[MI][kAccN];
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < kAccN; ++j) sum[i][j] = 0.f;
+    for (int s = 0; s < SPLIT_K; ++s) {
+#pragma unroll
+      for (int i = 0; i < MI; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          float4 v;
+          if (s == split)
+            v = make_float4(acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2], acc[i][4 * j + 3]);
+          else
+            v = __ldcg(part_ptr(s, i * NT + j));
+          sum[i][4 * j] += v.x;
+          sum[i][4 * j + 1] += v.y;
+          sum[i][4 * j + 2] += v.z;
+          sum[i][4 * j + 3] += v.w;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < kAccN; ++j) acc[i][j] = sum[i][j];
+    if (tid == 0) counters[tile] = 0;  // ready for the next launch
+  }
+
+  // ---- epilogue: scale, routed weight, store valid slots ---------------------------------------
+  float tensor_scale = 1.f;
+  if constexpr (DTYPE == kDtypeFp8Tensor) tensor_scale = __ldg(a_scale) * __ldg(w_scale + expert);
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int slot = s_slot[wg_m0 + i * 64 + lane_row + 8 * h];
+      if (slot < 0) continue;
+      float row_scale = tensor_scale;
+      if constexpr (!kUp) row_scale *= __ldg(topk_weights + slot);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int n = n_start + wg_n0 + j * 8 + (lane & 3) * 2;
+        if (kNTail && n >= N_OUT) continue;
+        const float v0 = acc[i][4 * j + 2 * h] * row_scale;
+        const float v1 = acc[i][4 * j + 2 * h + 1] * row_scale;
+        const long long off = (long long)slot * N_OUT + n;
+        if constexpr (DTYPE == kDtypeFp16)
+          *reinterpret_cast<__half2*>(static_cast<__half*>(out) + off) = __floats2half2_rn(v0, v1);
+        else
+          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(out) + off) =
+              __floats2bfloat162_rn(v0, v1);
+      }
+    }
+}
+
+}  // namespace moetune
