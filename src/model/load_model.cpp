@@ -58,6 +58,12 @@ void merge_hf_quant_config(json& config, const fs::path& quant_path) {
                                    {"quant_algo", algo == it->end() ? json() : *algo}};
 }
 
+bool is_auto(std::string dtype) {
+  std::transform(dtype.begin(), dtype.end(), dtype.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return dtype == "auto";
+}
+
 MoeShape load_path(const fs::path& path, const ModelOptions& opts) {
   std::error_code ec;
   fs::path config_path = path;
@@ -82,14 +88,11 @@ MoeShape load_model(const std::string& path_or_preset, const ModelOptions& opts)
   if (!path_or_preset.empty() && fs::exists(fs::path(path_or_preset), ec)) {
     return load_path(fs::path(path_or_preset), opts);
   }
-  if (const auto text = preset_json(path_or_preset)) {
-    std::string name = path_or_preset;
-    std::transform(name.begin(), name.end(), name.begin(),
-                   [](unsigned char c) { return std::tolower(c); });
+  if (const auto name = model::canonical_preset(path_or_preset)) {
     ModelOptions preset_opts = opts;
-    const char* dtype = model::preset_default_dtype(name);
-    if (dtype != nullptr && preset_opts.dtype == "auto") preset_opts.dtype = dtype;
-    return parse_hf_config(parse_text(*text, name), preset_opts, name);
+    const char* dtype = model::preset_default_dtype(*name);
+    if (dtype != nullptr && is_auto(opts.dtype)) preset_opts.dtype = dtype;
+    return parse_hf_config(parse_text(*preset_json(*name), *name), preset_opts, *name);
   }
   throw InputError(
       "model", path_or_preset,

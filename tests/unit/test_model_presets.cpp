@@ -99,6 +99,22 @@ TEST(Presets, GptOssLoadsAsBf16UnlessAsked) {
   EXPECT_EQ(load_model("gpt-oss-120b", fp8).dtype, Dtype::fp8_w8a8);
 }
 
+TEST(Presets, FullHuggingFaceNamesAreAliases) {
+  const MoeShape s = load_model("Mixtral-8x7B-v0.1", {});
+  EXPECT_EQ(s.source, "mixtral-8x7b");
+  EXPECT_EQ(s.N, 14336);
+  EXPECT_EQ(load_model("llama-4-scout-17b-16e-instruct", {}).source, "llama-4-scout");
+  EXPECT_TRUE(preset_json("qwen3-vl-30b-a3b-instruct").has_value());
+  const auto names = preset_names();
+  EXPECT_EQ(std::count(names.begin(), names.end(), "mixtral-8x7b-v0.1"), 0);  // not listed
+}
+
+TEST(Presets, DefaultDtypeAppliesToAnyCaseOfAuto) {
+  ModelOptions o;
+  o.dtype = "AUTO";
+  EXPECT_EQ(load_model("GPT-OSS-120B", o).dtype, Dtype::bf16);
+}
+
 TEST(Presets, Shapes) {
   const MoeShape v3 = load_model("deepseek-v3", {});
   EXPECT_EQ(v3.N, 2048);
