@@ -113,11 +113,20 @@ StagePlan prune(const std::vector<KernelConfig>& space, const MoeShape& shape,
         static_cast<std::size_t>(std::ceil(o.keep_fraction * double(unique.size()))));
     keep = std::min(keep, unique.size());
   }
+  // Besides the top share, a hedge against the model's blind spots: the best of each tile shape
+  // (BLOCK_SIZE_M, BLOCK_SIZE_N, SPLIT_K) whose predicted time is within kHedge of the best.
+  constexpr double kHedge = 1.3;
+  std::set<std::tuple<int, int, int>> shapes_seen;
+  const double best_predicted = order.empty() ? 0 : predicted[order.front()];
   std::set<KernelConfig> kept;
   for (std::size_t r = 0; r < order.size(); ++r) {
     const KernelConfig& c = unique[order[r]];
     const bool forced = std::find(o.always.begin(), o.always.end(), c) != o.always.end();
-    if (r < keep || forced) {
+    const bool first_of_shape =
+        shapes_seen.insert({c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.SPLIT_K}).second;
+    const bool hedge = !o.exhaustive && first_of_shape &&
+                       predicted[order[r]] <= kHedge * best_predicted;
+    if (r < keep || forced || hedge) {
       plan.candidates.push_back(c);
       plan.predicted_s.push_back(predicted[order[r]]);
       kept.insert(c);

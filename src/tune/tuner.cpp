@@ -401,9 +401,6 @@ TuneResult run_tune(const TuneOptions& opts, EvaluatorPool& pool, ProgressSink& 
   std::error_code ec;
   std::filesystem::create_directories(opts.out_dir, ec);
   if (ec) throw InputError("out", opts.out_dir.string(), "cannot create folder: " + ec.message());
-  check_overwrite(opts, result.up_table);
-  check_overwrite(opts, result.down_table);
-
   const nlohmann::json header = make_log_header(opts);
   std::optional<ResumeCache> resume;
   const bool append = opts.resume && std::filesystem::exists(result.log_path);
@@ -412,6 +409,9 @@ TuneResult run_tune(const TuneOptions& opts, EvaluatorPool& pool, ProgressSink& 
     check_log_header(log.header(), header, result.log_path.string());
     resume.emplace(log);
   }
+  check_overwrite(opts, result.up_table);
+  check_overwrite(opts, result.down_table);
+
   LogWriter writer(result.log_path, header, append, &opts.gpu, &opts.shape);
   SerialProgress serial(progress);
 

@@ -1,0 +1,174 @@
+// The record log: one flushed JSON line per candidate; --resume reuses measured records and
+// refuses a log recorded for another device, shape, kernel or space.
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "moetune/error.hpp"
+#include "moetune/tuner.hpp"
+#include "tune/cost_model.hpp"
+#include "tune/evaluator.hpp"
+#include "tune/record_log.hpp"
+
+namespace moetune::tune {
+namespace {
+
+std::filesystem::path temp_dir(const std::string& name) {
+  static std::atomic<int> counter{0};
+  const auto p = std::filesystem::temp_directory_path() /
+                 ("moetune_log_" + name + "_" + std::to_string(getpid()) + "_" +
+                  std::to_string(counter++));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p;
+}
+
+TuneOptions options(const std::filesystem::path& out) {
+  TuneOptions o;
+  o.shape.E = o.shape.E_global = 256;
+  o.shape.N = 256;
+  o.shape.K = 3072;
+  o.shape.topk = 8;
+  o.shape.dtype = Dtype::fp8_w8a8;
+  o.shape.block_shape = std::array<int, 2>{128, 128};
+  o.gpu = require_gpu("H200");
+  o.batch = {1, 16};
+  o.out_dir = out;
+  o.provenance.kernel_source_hash = "abc123";
+  return o;
+}
+
+SyntheticOptions surface(const TuneOptions& o) {
+  SyntheticOptions so;
+  const MoeShape shape = o.shape;
+  const GpuSpec gpu = o.gpu;
+  so.time_s = [shape, gpu](int M, Stage stage, const KernelConfig& c) {
+    return predicted_time_s(shape, gpu, M, stage, c) * (1.0 + 0.1 * (c.num_stages % 3));
+  };
+  return so;
+}
+
+std::vector<std::string> lines_of(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> out;
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+
+std::string field_of(auto&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.field();
+  }
+  return "(no error)";
+}
+
+TEST(RecordLog, OneLinePerMeasurementAfterAHeader) {
+  const auto out = temp_dir("lines");
+  const TuneOptions o = options(out);
+  SyntheticEvaluator ev(surface(o));
+  ProgressSink quiet;
+  const TuneResult r = run_tune(o, ev, quiet);
+  const std::vector<std::string> lines = lines_of(r.log_path);
+  const nlohmann::json h = nlohmann::json::parse(lines.at(0));
+  EXPECT_EQ(h.at("type"), "header");
+  EXPECT_EQ(h.at("kernel_source_hash"), "abc123");
+  EXPECT_EQ(h.at("device").at("name"), "NVIDIA H200");
+  EXPECT_EQ(h.at("shape").at("K"), 3072);
+  EXPECT_EQ(h.at("space").at("SPLIT_K"), nlohmann::json({1, 2, 4}));
+  long measures = 0;
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const nlohmann::json j = nlohmann::json::parse(lines[i]);
+    if (j.at("type") != "measure") continue;
+    ++measures;
+    if (j.at("status") == "ok") {
+      EXPECT_EQ(j.at("times_us").size(), j.at("n").get<std::size_t>());
+      EXPECT_GT(j.at("median_us").get<double>(), 0);
+      EXPECT_LE(j.at("ci95_lo_us").get<double>(), j.at("median_us").get<double>());
+      EXPECT_GT(j.at("floor_us").get<double>(), 0);
+    }
+  }
+  EXPECT_EQ(measures, r.measurements);
+  EXPECT_EQ(measures, ev.evaluations());
+  std::filesystem::remove_all(out);
+}
+
+TEST(RecordLog, ResumeSkipsMeasuredRecords) {
+  const auto out = temp_dir("resume");
+  TuneOptions o = options(out);
+  ProgressSink quiet;
+  SyntheticEvaluator first(surface(o));
+  const TuneResult r1 = run_tune(o, first, quiet);
+  ASSERT_GT(r1.measurements, 20);
+
+  // A complete log: nothing is measured again, and the answer is the same.
+  o.resume = true;
+  SyntheticEvaluator second(surface(o));
+  const TuneResult r2 = run_tune(o, second, quiet);
+  EXPECT_EQ(second.evaluations(), 0);
+  EXPECT_EQ(r2.measurements, 0);
+  EXPECT_EQ(r2.resumed, r1.measurements);
+  EXPECT_EQ(r2.up, r1.up);
+  EXPECT_EQ(r2.down, r1.down);
+
+  // An interrupted log (header + 10 records + a half-written line): those 10 are reused.
+  std::vector<std::string> lines = lines_of(r1.log_path);
+  std::string cut;
+  for (int i = 0; i <= 10; ++i) cut += lines.at(i) + "\n";
+  cut += lines.at(11).substr(0, lines.at(11).size() / 2);
+  write_file_atomic(r1.log_path, cut);
+  SyntheticEvaluator third(surface(o));
+  const TuneResult r3 = run_tune(o, third, quiet);
+  EXPECT_EQ(r3.resumed, 10);
+  EXPECT_EQ(third.evaluations(), r3.measurements);
+  EXPECT_GT(r3.measurements, 0);
+  std::filesystem::remove_all(out);
+}
+
+TEST(RecordLog, ResumeRefusesAForeignHeader) {
+  const auto out = temp_dir("foreign");
+  TuneOptions o = options(out);
+  ProgressSink quiet;
+  SyntheticEvaluator ev(surface(o));
+  run_tune(o, ev, quiet);
+  o.resume = true;
+  TuneOptions other_kernel = o;
+  other_kernel.provenance.kernel_source_hash = "def456";
+  EXPECT_EQ(field_of([&] { run_tune(other_kernel, ev, quiet); }), "resume.kernel_source_hash");
+  TuneOptions other_device = o;
+  other_device.provenance.device_name = "NVIDIA H200 NVL";
+  // Another device writes another file name; point it at the same log by copying.
+  std::filesystem::copy_file(log_path(o), log_path(other_device));
+  EXPECT_EQ(field_of([&] { run_tune(other_device, ev, quiet); }), "resume.device");
+  std::filesystem::remove_all(out);
+}
+
+TEST(RecordLog, CommittedForeignLogIsRefusedByShape) {
+  const RecordLog log =
+      RecordLog::read(std::string(MOETUNE_TEST_DATA) + "/tune/foreign_header.jsonl");
+  TuneOptions o = options("/nonexistent");
+  o.provenance.kernel_source_hash = "synthetic";
+  const nlohmann::json expected = make_log_header(o);
+  EXPECT_EQ(field_of([&] { check_log_header(log.header(), expected, "foreign_header.jsonl"); }),
+            "resume.shape");
+  const RecordLog same = RecordLog::read(std::string(MOETUNE_TEST_DATA) + "/tune/replay_m16_up.jsonl");
+  EXPECT_NO_THROW(check_log_header(same.header(), expected, "replay_m16_up.jsonl"));
+  EXPECT_EQ(same.records().size(), 40u);
+}
+
+TEST(RecordLog, MalformedLinesNameTheLog) {
+  EXPECT_EQ(field_of([] { RecordLog::from_lines({"{\"type\": \"measure\"}"}, "x"); }), "resume");
+  EXPECT_EQ(field_of([] {
+              RecordLog::from_lines({R"({"type":"header"})", "not json", R"({"type":"header"})"},
+                                    "x");
+            }),
+            "resume");
+  EXPECT_EQ(field_of([] { parse_candidate_status("exploded"); }), "status");
+}
+
+}  // namespace
+}  // namespace moetune::tune

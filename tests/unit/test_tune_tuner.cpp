@@ -1,0 +1,243 @@
+// The sweep end to end on a SyntheticEvaluator: outputs (tables, sidecars, report) written
+// atomically, one alignment, the trust rule, accuracy checks, the budget, the overwrite rule,
+// several evaluators.
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "moetune/error.hpp"
+#include "moetune/tuner.hpp"
+#include "tune/cost_model.hpp"
+#include "tune/evaluator.hpp"
+
+namespace moetune::tune {
+namespace {
+
+std::filesystem::path temp_dir(const std::string& name) {
+  static std::atomic<int> counter{0};
+  const auto p = std::filesystem::temp_directory_path() /
+                 ("moetune_tune_" + name + "_" + std::to_string(getpid()) + "_" +
+                  std::to_string(counter++));
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p;
+}
+
+TuneOptions options(const std::filesystem::path& out, std::vector<int> batch) {
+  TuneOptions o;
+  o.shape.E = o.shape.E_global = 256;
+  o.shape.N = 256;
+  o.shape.K = 3072;
+  o.shape.topk = 8;
+  o.shape.dtype = Dtype::fp8_w8a8;
+  o.shape.block_shape = std::array<int, 2>{128, 128};
+  o.gpu = require_gpu("H200");
+  o.batch = std::move(batch);
+  o.out_dir = out;
+  o.provenance.kernel_source_hash = "abc123";
+  o.provenance.moetune_version = "0.1.0";
+  o.seed = 42;
+  return o;
+}
+
+// The model's time, off by up to 20% per config, plus a default that is 25% slow.
+SyntheticOptions informative(const TuneOptions& o) {
+  SyntheticOptions so;
+  const MoeShape shape = o.shape;
+  const GpuSpec gpu = o.gpu;
+  so.time_s = [shape, gpu](int M, Stage stage, const KernelConfig& c) {
+    const std::size_t h = std::hash<int>()(c.BLOCK_SIZE_M * 7 + c.BLOCK_SIZE_N * 131 +
+                                           c.BLOCK_SIZE_K * 17 + c.num_stages * 3 + c.SPLIT_K * 5 +
+                                           c.num_warps * 11 + c.GROUP_SIZE_M);
+    double t = predicted_time_s(shape, gpu, M, stage, c) * (1.0 + 0.2 * double(h % 97) / 97.0);
+    if (c == moetune_default_config(shape, gpu, M, stage == Stage::down)) t *= 1.25;
+    return t;
+  };
+  so.noise_rel = 0.02;
+  return so;
+}
+
+std::set<std::string> files_in(const std::filesystem::path& dir) {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.insert(e.path().filename().string());
+  }
+  return names;
+}
+
+TEST(Tuner, WritesTablesSidecarsLogAndReportAtomically) {
+  const auto out = temp_dir("outputs");
+  const TuneOptions o = options(out, {1, 8, 64});
+  SyntheticEvaluator ev(informative(o));
+  ProgressSink quiet;
+  const TuneResult r = run_tune(o, ev, quiet);
+
+  const std::string up = "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128]";
+  EXPECT_EQ(files_in(out), (std::set<std::string>{up + ".json", up + "_down.json",
+                                                  up + ".meta.json", up + "_down.meta.json",
+                                                  up + ".tune.jsonl", up + ".report.md",
+                                                  up + ".report.html"}));
+  // Tables hold every M, and nothing but batch-size keys.
+  const ParsedTable t_up = read_config_table(r.up_table);
+  const ParsedTable t_down = read_config_table(r.down_table);
+  EXPECT_EQ(t_up.entries.size(), 3u);
+  EXPECT_EQ(t_down.entries.size(), 3u);
+  // One alignment: validation finds nothing, the shared BLOCK_SIZE_M included.
+  const ValidationTarget target{o.shape.dtype, o.shape.block_shape, &o.gpu};
+  EXPECT_TRUE(validate_table(t_up, target, &t_down).empty());
+  for (const auto& [M, e] : t_up.entries) {
+    EXPECT_EQ(e.config.BLOCK_SIZE_M, t_down.entries.at(M).config.BLOCK_SIZE_M) << M;
+  }
+  // Sidecar provenance.
+  std::ifstream in(r.up_sidecar);
+  const nlohmann::json side = nlohmann::json::parse(in);
+  EXPECT_EQ(side.at("K"), 3072);
+  EXPECT_EQ(side.at("kernel_source_hash"), "abc123");
+  EXPECT_EQ(side.at("seed"), 42);
+  EXPECT_EQ(side.at("device"), "NVIDIA H200");
+  for (const char* M : {"1", "8", "64"}) {
+    const auto& e = side.at("entries").at(M);
+    EXPECT_GT(e.at("default").at("median_us").get<double>(), 0) << M;
+    EXPECT_GT(e.at("measured").at("median_us").get<double>(), 0) << M;
+    EXPECT_TRUE(e.contains("margin_to_runner_up")) << M;
+    EXPECT_GT(e.at("floor_us").get<double>(), 0) << M;
+  }
+  // The default is 25% slow everywhere: every M is tuned, faster than the default pair.
+  for (const MResult& row : r.rows) {
+    EXPECT_EQ(row.flag, "tuned") << row.M;
+    EXPECT_LT(row.tuned_total.median_s, row.default_total.median_s) << row.M;
+    ASSERT_TRUE(row.tuned_vs_default.has_value());
+    EXPECT_EQ(row.tuned_vs_default->verdict, Verdict::faster);
+  }
+  EXPECT_GT(r.measurements, 0);
+  std::filesystem::remove_all(out);
+}
+
+TEST(Tuner, TrustRuleKeepsTheDefaultWithinNoise) {
+  const auto out = temp_dir("trust");
+  const TuneOptions o = options(out, {1, 64});
+  SyntheticOptions so;
+  so.time_s = [](int, Stage, const KernelConfig&) { return 20e-6; };  // every config alike
+  so.noise_rel = 0.02;
+  SyntheticEvaluator ev(so);
+  ProgressSink quiet;
+  const TuneResult r = run_tune(o, ev, quiet);
+  for (const MResult& row : r.rows) {
+    EXPECT_EQ(row.flag, "within noise") << row.M;
+    EXPECT_EQ(row.up.chosen, row.up.default_config) << row.M;
+    EXPECT_EQ(row.down.chosen, row.down.default_config) << row.M;
+    ASSERT_TRUE(row.up.winner_vs_default.has_value());
+    EXPECT_EQ(row.up.winner_vs_default->verdict, Verdict::within_noise);
+    EXPECT_EQ(r.up.at(row.M), moetune_default_config(o.shape, o.gpu, row.M, false));
+  }
+  std::filesystem::remove_all(out);
+}
+
+TEST(Tuner, AWrongWinnerIsDroppedAndTheNextTaken) {
+  const auto out = temp_dir("wrong");
+  const TuneOptions o = options(out, {8});
+  // A clear favourite (the model's first choice, made twice as fast) that computes wrong results.
+  const KernelConfig bad = plan_stage(o, 8, Stage::up, std::nullopt).candidates.front();
+  SyntheticOptions so = informative(o);
+  const auto base = so.time_s;
+  so.time_s = [base, bad](int M, Stage s, const KernelConfig& c) {
+    return c == bad ? 0.5 * base(M, s, c) : base(M, s, c);
+  };
+  so.wrong = {bad};
+  SyntheticEvaluator ev(so);
+  ProgressSink quiet;
+  const TuneResult r = run_tune(o, ev, quiet);
+  const MResult& row = r.rows.at(0);
+  EXPECT_NE(row.up.chosen, bad);
+  ASSERT_TRUE(row.up.winner.has_value());
+  EXPECT_NE(*row.up.winner, bad);
+  EXPECT_GE(row.up.failures.at("wrong_result"), 1);
+  ASSERT_FALSE(row.up.notes.empty());
+  EXPECT_NE(row.up.notes.front().find("accuracy"), std::string::npos);
+  std::filesystem::remove_all(out);
+}
+
+TEST(Tuner, BudgetExhaustionFlagsUnreachedMsAndKeepsTheirDefaults) {
+  const auto out = temp_dir("budget");
+  TuneOptions o = options(out, {});
+  o.budget_s = 60;  // simulated: 1 s per compile, 18 batch sizes
+  SyntheticOptions so = informative(o);
+  so.compile_s = 1.0;
+  SyntheticEvaluator ev(so);
+  ProgressSink quiet;
+  const TuneResult r = run_tune(o, ev, quiet);
+  EXPECT_TRUE(r.budget_exhausted);
+  ASSERT_EQ(r.rows.size(), 18u);
+  EXPECT_TRUE(r.rows.front().reached);
+  int unreached = 0;
+  for (const MResult& row : r.rows) {
+    if (row.flag == "not reached") {
+      ++unreached;
+      EXPECT_FALSE(row.reached);
+      EXPECT_EQ(r.up.at(row.M), moetune_default_config(o.shape, o.gpu, row.M, false));
+    }
+  }
+  EXPECT_GT(unreached, 0);
+  EXPECT_EQ(r.up.size(), 18u);  // the table still holds every M
+  // The sweep stopped near the budget (one chunk of 8 configs may overrun it).
+  EXPECT_LT(ev.clock_s(), 60 + 8 * (1.0 + 0.05) + 5);
+  const std::string md = [&] {
+    std::ifstream in(r.report_md);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  EXPECT_NE(md.find("not reached"), std::string::npos);
+  std::filesystem::remove_all(out);
+}
+
+TEST(Tuner, RefusesToOverwriteATableOfAnotherKUnlessForced) {
+  const auto out = temp_dir("overwrite");
+  TuneOptions o = options(out, {1});
+  const auto side = out / sidecar_name(up_table_path(o).filename().string());
+  write_file_atomic(side, R"({"K": 7168, "kernel_source_hash": "abc123"})");
+  SyntheticEvaluator ev(informative(o));
+  ProgressSink quiet;
+  try {
+    run_tune(o, ev, quiet);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "out");
+    EXPECT_NE(e.reason().find("K=7168"), std::string::npos);
+  }
+  EXPECT_FALSE(std::filesystem::exists(up_table_path(o)));
+  write_file_atomic(side, R"({"K": 3072, "kernel_source_hash": "old"})");
+  EXPECT_THROW(run_tune(o, ev, quiet), InputError);
+  o.force = true;
+  EXPECT_NO_THROW(run_tune(o, ev, quiet));
+  std::ifstream in(side);
+  EXPECT_EQ(nlohmann::json::parse(in).at("K"), 3072);
+  std::filesystem::remove_all(out);
+}
+
+TEST(Tuner, SpreadsBatchSizesOverSeveralEvaluators) {
+  const auto out = temp_dir("pool");
+  const TuneOptions o = options(out, {1, 2, 4, 8, 16, 32});
+  SyntheticEvaluator a(informative(o)), b(informative(o));
+  EvaluatorPool pool;
+  pool.add(a);
+  pool.add(b);
+  struct Count : ProgressSink {
+    std::set<int> workers;
+    int finished = 0;
+    void started_M(int, int, int, int worker) override { workers.insert(worker); }
+    void finished_M(const MResult&) override { ++finished; }
+  } progress;
+  const TuneResult r = run_tune(o, pool, progress);
+  EXPECT_GT(a.evaluations(), 0);
+  EXPECT_GT(b.evaluations(), 0);
+  EXPECT_EQ(progress.workers, (std::set<int>{0, 1}));
+  EXPECT_EQ(progress.finished, 6);
+  for (const MResult& row : r.rows) EXPECT_TRUE(row.reached) << row.M;
+  std::filesystem::remove_all(out);
+}
+
+}  // namespace
+}  // namespace moetune::tune
