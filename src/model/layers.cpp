@@ -1,5 +1,6 @@
 #include "model/layers.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <vector>
@@ -47,10 +48,22 @@ LayerRule read_freq(const Field& f, const ConfigView& view, int num_layers) {
   return [flags](int i) { return flags[static_cast<std::size_t>(i)]; };
 }
 
-// moe_layer_end_index: a layer index, or -1 for the last layer.
-int read_end_index(const Field& f, const ConfigView& view, int num_layers) {
-  if (f.value->is_number_integer() && f.value->get<long long>() == -1) return num_layers - 1;
-  return read_count(f, view);
+// moe_layer_start_index / moe_layer_end_index: a layer index (-1 for the end: the last layer),
+// or one per modality (ERNIE-4.5-VL), where the text layers span the widest range.
+int read_bound(const Field& f, const ConfigView& view, int num_layers, bool is_end) {
+  const auto one = [&](const Field& item) {
+    if (is_end && item.value->is_number_integer() && item.value->get<long long>() == -1) {
+      return num_layers - 1;
+    }
+    return read_count(item, view);
+  };
+  if (!f.value->is_array() || f.value->empty()) return one(f);
+  int bound = is_end ? 0 : num_layers;
+  for (std::size_t j = 0; j < f.value->size(); ++j) {
+    const int b = one(Field{fmt::format("{}[{}]", f.path, j), &(*f.value)[j]});
+    bound = is_end ? std::max(bound, b) : std::min(bound, b);
+  }
+  return bound;
 }
 
 std::vector<LayerRule> read_rules(const ConfigView& view, int num_layers) {
@@ -76,8 +89,8 @@ std::vector<LayerRule> read_rules(const ConfigView& view, int num_layers) {
   const auto end = view.find({"moe_layer_end_index"});
   const auto interval = view.find({"moe_layer_interval"});
   if (start || end || interval) {
-    const int a = start ? read_count(*start, view) : 0;
-    const int b = end ? read_end_index(*end, view, num_layers) : num_layers - 1;
+    const int a = start ? read_bound(*start, view, num_layers, false) : 0;
+    const int b = end ? read_bound(*end, view, num_layers, true) : num_layers - 1;
     const int v = interval ? read_positive(*interval, view) : 1;
     rules.emplace_back([a, b, v](int i) { return i >= a && i <= b && (i + 1) % v == 0; });
   }

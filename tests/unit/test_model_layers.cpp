@@ -71,6 +71,9 @@ TEST(Layers, StartEndInterval) {
   EXPECT_EQ(moe_layers({{"moe_layer_start_index", 1}, {"moe_layer_end_index", -1}}), 23);
   EXPECT_EQ(moe_layers({{"moe_layer_start_index", 2}, {"moe_layer_end_index", 9}}), 8);
   EXPECT_EQ(moe_layers({{"moe_layer_interval", 2}}), 12);
+  // One bound per modality: the widest range.
+  EXPECT_EQ(moe_layers({{"moe_layer_start_index", {1, 3}}, {"moe_layer_end_index", {20, -1}}}), 23);
+  EXPECT_EQ(moe_layers({{"moe_layer_start_index", {2, 1}}, {"moe_layer_end_index", {9, 5}}}), 9);
 }
 
 TEST(Layers, RulesCombine) {
