@@ -18,10 +18,10 @@ struct LayerCount {
 //   interleave_moe_layer_step s    (i + 1) % s == 0                         (Llama-4)
 //   mlp_only_layers [...]          i not listed                             (Qwen)
 //   moe_layers [...]               i listed                                 (Llama-4 text)
-//   moe_layer_start_index a,       a <= i <= b (b = -1 or absent: the last layer; lists, one
-//                                  per modality: the smallest a, the largest b),
-//   moe_layer_end_index b,         (i + 1) % v == 0                         (ERNIE-4.5)
-//   moe_layer_interval v
+//   moe_layer_start_index a        i >= a                                   (ERNIE-4.5)
+//   moe_layer_end_index b          i <= b (-1: the last layer)              (ERNIE-4.5)
+//   moe_layer_interval v           (i + 1) % v == 0                         (ERNIE-4.5)
+// Start and end given per modality (lists, ERNIE-4.5-VL) take the widest range.
 // Throws InputError naming the field for a malformed rule, or when no layer is left.
 LayerCount count_moe_layers(const ConfigView& view);
 
