@@ -86,8 +86,10 @@ struct MoeWorkspaceLayout {
   std::size_t act_q = 0;                 // fp8: [M*topk, N] e4m3
   std::size_t act_scale = 0;             // fp8: [M*topk, N/bk] or [1] fp32
   std::size_t y = 0;                     // GEMM2 out [M*topk, K] act (times routed weight)
-  std::size_t gemm = 0;                  // split-K workspace
-  std::size_t gemm_bytes = 0;
+  std::size_t gemm_up = 0;               // GEMM1's split-K workspace (counters + partials)
+  std::size_t gemm_up_bytes = 0;
+  std::size_t gemm_down = 0;             // GEMM2's: apart, as each stage's counters and
+  std::size_t gemm_down_bytes = 0;       // partials have their own grid-dependent layout
   std::size_t total = 0;                 // bytes needed
 };
 

@@ -369,7 +369,9 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         // Poison every output, then zero the split-K counters (the GEMM's contract).
         ws.fill_u8(0xFF);
         d_out.fill_u8(0xFF);
-        if (L.gemm_bytes > 0) MOETUNE_CU(cuMemsetD8, ws.ptr() + L.gemm, 0, L.gemm_bytes);
+        if (L.gemm_up_bytes > 0) MOETUNE_CU(cuMemsetD8, ws.ptr() + L.gemm_up, 0, L.gemm_up_bytes);
+        if (L.gemm_down_bytes > 0)
+          MOETUNE_CU(cuMemsetD8, ws.ptr() + L.gemm_down, 0, L.gemm_down_bytes);
 
         MoeInputs in;
         in.M = M;

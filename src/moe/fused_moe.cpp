@@ -186,12 +186,13 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
     sorted_cap = std::max(sorted_cap, moe::max_num_tokens_padded(M, s.topk, s.E, bm));
     blocks_cap = std::max(blocks_cap, moe::max_num_m_blocks(M, s.topk, s.E, bm));
   }
-  std::size_t gemm_bytes = 0;
+  std::size_t gemm_up_bytes = 0, gemm_down_bytes = 0;
   for (const auto& [k, c] : impl_->up)
-    gemm_bytes = std::max(gemm_bytes, gemm::gemm_workspace_bytes(s, c, gemm::GemmStage::up, M));
+    gemm_up_bytes =
+        std::max(gemm_up_bytes, gemm::gemm_workspace_bytes(s, c, gemm::GemmStage::up, M));
   for (const auto& [k, c] : impl_->down)
-    gemm_bytes =
-        std::max(gemm_bytes, gemm::gemm_workspace_bytes(s, c, gemm::GemmStage::down, M));
+    gemm_down_bytes =
+        std::max(gemm_down_bytes, gemm::gemm_workspace_bytes(s, c, gemm::GemmStage::down, M));
 
   const std::size_t slots = static_cast<std::size_t>(M) * s.topk;
   const std::size_t act_bytes = 2;
@@ -215,8 +216,10 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   L.act_q = take(fp8(s) ? slots * s.N : 0);
   L.act_scale = take(block_fp8(s) ? slots * (s.N / bk) * 4 : fp8(s) ? 4 : 0);
   L.y = take(slots * s.K * act_bytes);
-  L.gemm = take(gemm_bytes);
-  L.gemm_bytes = gemm_bytes;
+  L.gemm_up = take(gemm_up_bytes);
+  L.gemm_up_bytes = gemm_up_bytes;
+  L.gemm_down = take(gemm_down_bytes);
+  L.gemm_down_bytes = gemm_down_bytes;
   L.total = off;
   return L;
 }
@@ -292,8 +295,10 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     a.num_tokens_post_padded = ntpp;
     a.M = M;
     a.max_num_tokens_padded = L.max_num_tokens_padded;
-    a.workspace = L.gemm_bytes > 0 ? ws + L.gemm : nullptr;
-    a.workspace_bytes = L.gemm_bytes;
+    const bool up = st == gemm::GemmStage::up;
+    const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
+    a.workspace = bytes > 0 ? ws + (up ? L.gemm_up : L.gemm_down) : nullptr;
+    a.workspace_bytes = bytes;
     return a;
   };
 

@@ -2,7 +2,8 @@
 // cold: a CUDA graph of 16 calls over 16 different routing sets and inputs, replayed; median per
 // call. By default a quick check (one shape and M: the graph runs and times something sane).
 // With MOETUNE_GEMM_BENCH_OUT=<dir>: the sweep over the anchor shapes at M in {1, 8, 64, 256,
-// 1024, 4096} and a candidate set of configs per M, writing <dir>/gemm_speed.jsonl (one record
+// 1024, 4096} (MOETUNE_GEMM_BENCH_M=1,8 to choose; MOETUNE_GEMM_BENCH_SHAPES=fp8b to keep shapes
+// whose name contains it) and a candidate set of configs per M, writing <dir>/gemm_speed.jsonl (one record
 // per shape, M, stage, config) and <dir>/gemm_speed.md (the best per M against the floor).
 // bench/scripts/gemm_speed.sh runs it on a device machine.
 #include <algorithm>
@@ -370,7 +371,11 @@ TEST(GemmSpeed, PhaseGraphTimes) {
       p = q + 1;
     }
   }
-  run_sweep(out, Ms, anchors, false);
+  std::vector<std::pair<std::string, MoeShape>> shapes;  // MOETUNE_GEMM_BENCH_SHAPES: substring
+  const char* only = std::getenv("MOETUNE_GEMM_BENCH_SHAPES");
+  for (const auto& a : anchors)
+    if (only == nullptr || *only == 0 || a.first.find(only) != std::string::npos) shapes.push_back(a);
+  run_sweep(out, Ms, shapes, false);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The MoE pipeline on a GPU against the fp64 reference (src/moe/check.cpp): every stage and the
 // whole layer, every dtype, on the anchor shapes; EP; M = 40000; CUDA-graph capture.
-// MOETUNE_CHECK_BATCH="1,8,..." and MOETUNE_CHECK_RANDOM=n narrow or widen the plan.
+// MOETUNE_CHECK_BATCH="1,8,...", MOETUNE_CHECK_DTYPES="bf16,..." and MOETUNE_CHECK_RANDOM=n
+// narrow or widen the plan.
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -32,6 +33,11 @@ CheckOptions options_from_env() {
     for (std::string tok; std::getline(ss, tok, ',');) o.batch.push_back(std::stoll(tok));
   }
   if (const char* r = std::getenv("MOETUNE_CHECK_RANDOM")) o.random_configs = std::atoi(r);
+  if (const char* d = std::getenv("MOETUNE_CHECK_DTYPES")) {
+    o.dtypes.clear();
+    std::stringstream ss(d);
+    for (std::string tok; std::getline(ss, tok, ',');) o.dtypes.push_back(tok);
+  }
   return o;
 }
 

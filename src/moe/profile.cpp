@@ -1,0 +1,69 @@
+// `moetune profile` as data: per M, each stage's time against its own floor. See profile.hpp.
+#include <algorithm>
+
+#include "moe/bench_data.hpp"
+#include "moetune/error.hpp"
+
+namespace moetune::moe {
+
+std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const BenchOptions& opts) {
+  const MoeShape& s = moe.shape();
+  const Ceilings spec = spec_ceilings(s, gpu);
+  std::optional<Ceilings> meas;
+  if (opts.measured) meas = opts.measured->for_dtype(s.dtype);
+  cuda::Stream stream;
+  BenchData d;
+  make_bench_weights(moe, opts.seed, d);
+  std::vector<ProfileRow> rows;
+  for (std::int64_t M : opts.batch) {
+    make_bench_sets(moe, M, opts.hot ? 1 : opts.rotation, opts.max_set_bytes, opts.seed + M, d,
+                    stream);
+    stream.synchronize();
+    bench::MeasureOptions mo = opts.measure;
+    mo.hot = opts.hot || d.sets.size() < 2;
+    mo.rotation = static_cast<int>(d.sets.size());
+    ProfileRow row;
+    row.M = M;
+    row.up = moe.up_config(M);
+    row.down = moe.down_config(M);
+    row.rotation = mo.hot ? 1 : mo.rotation;
+    double best = -1;
+    for (MoeStage st : kAllMoeStages) {
+      StageTiming t;
+      t.stage = st;
+      const StageCost c = stage_cost(s, st, M, true);
+      t.bytes = c.bytes;
+      t.flops = c.flops;
+      t.floor_s = std::max(c.bytes / spec.bandwidth_Bps, c.flops / spec.peak_flops);
+      if (meas) t.floor_measured_s = std::max(c.bytes / meas->bandwidth_Bps, c.flops / meas->peak_flops);
+      t.runs = !(st == MoeStage::quant && s.dtype != Dtype::fp8_w8a8);
+      if (t.runs) {
+        auto fn = [&](CUstream strm, int i) {
+          const BenchSet& b = d.sets[i % d.sets.size()];
+          moe.enqueue_stage(st, b.inputs, d.weights, reinterpret_cast<void*>(b.out.ptr()),
+                            reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), strm);
+        };
+        const bench::Samples smp = bench::measure(fn, mo);
+        t.time = smp.summary();
+        if (st == MoeStage::gemm1) row.clock = smp.clock;
+        if (t.time.median_s > 0) t.pct_of_floor = 100.0 * t.floor_s / t.time.median_s;
+        row.stages_sum_s += t.time.median_s;
+        if (t.time.median_s > best) {
+          best = t.time.median_s;
+          row.dominant = st;
+        }
+      }
+      row.stages.push_back(t);
+    }
+    auto layer = [&](CUstream strm, int i) {
+      const BenchSet& b = d.sets[i % d.sets.size()];
+      moe.forward(b.inputs, d.weights, reinterpret_cast<void*>(b.out.ptr()),
+                  reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), strm);
+    };
+    row.layer = bench::measure(layer, mo).summary();
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace moetune::moe
