@@ -73,7 +73,8 @@ Commands register_roofline(CLI::App& app, const GlobalOptions& g) {
   auto o = std::make_shared<RooflineOptions>();
   CLI::App* sub = app.add_subcommand(
       "roofline", "per M: expected active experts, bytes, FLOPs, t_mem, t_compute, floor, bound");
-  o->batch_opt = sub->add_option("--batch", o->batch, "batch sizes M, e.g. 1,8,64 (default: the common 18, 1 to 4096)");
+  o->batch_opt = sub->add_option("--batch", o->batch,
+                                 "batch sizes M, e.g. 1,8,64 (default: the common 18, 1 to 4096)");
   return {{sub, [&g, o] { return run_roofline(g, *o); }}};
 }
 

@@ -59,6 +59,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global options may follow the subcommand
   GlobalOptions g;
+  g.argv.assign(argv, argv + argc);
   add_global_options(app, g);
 
   Commands commands;
@@ -66,6 +67,7 @@ int run(int argc, char** argv) {
            register_shapes,
            register_roofline,
            register_config,
+           register_tune,
 #ifdef MOETUNE_CLI_KERNELS
            register_kernels,
 #endif
@@ -77,9 +79,6 @@ int run(int argc, char** argv) {
 #endif
 #ifdef MOETUNE_CLI_PROFILE
            register_profile,
-#endif
-#ifdef MOETUNE_CLI_TUNE
-           register_tune,
 #endif
        }) {
     Commands c = reg(app, g);

@@ -21,6 +21,7 @@ struct GlobalOptions {
   std::string experts, topk, intermediate, hidden;
   std::string block_shape;
   bool json = false;
+  std::vector<std::string> argv;  // the command line, for provenance records
 
   // Whether an option was given on the command line (an empty value counts: `--tp ""` is an
   // error, not the default). `name` without dashes, e.g. "tp".

@@ -1,0 +1,238 @@
+// moetune tune: the main job. --dry-run plans the sweep (no GPU); otherwise it measures on every
+// visible GPU through the tuner's worker processes and writes the tables, sidecars and report.
+// The hidden `worker` subcommand is the tuner's measuring process.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/shape_json.hpp"
+#include "cli/tune_gpu.hpp"
+#include "cuda/driver.hpp"
+#include "moetune/error.hpp"
+#include "moetune/tuner.hpp"
+#include "report/report.hpp"
+
+namespace moetune::cli {
+namespace {
+
+struct TuneCliOptions {
+  std::string batch, serving, budget, gpus, out = ".", naming = "sglang", seed;
+  const CLI::Option* batch_opt = nullptr;
+  const CLI::Option* serving_opt = nullptr;
+  const CLI::Option* budget_opt = nullptr;
+  const CLI::Option* gpus_opt = nullptr;
+  const CLI::Option* seed_opt = nullptr;
+  bool dry_run = false, exhaustive = false, resume = false, force = false, no_report = false;
+};
+
+std::string duration_text(double s) {
+  if (s < 90) return fmt::format("{:.0f} s", s);
+  if (s < 5400) return fmt::format("{:.1f} min", s / 60);
+  return fmt::format("{:.1f} h", s / 3600);
+}
+
+// Everything but the shape and GPU, from the flags; InputError on junk.
+tune::TuneOptions tune_options(const GlobalOptions& g, const TuneCliOptions& o) {
+  tune::TuneOptions t;
+  if (given(o.batch_opt) && given(o.serving_opt)) {
+    throw InputError("serving", o.serving, "give --batch or --serving, not both");
+  }
+  if (given(o.batch_opt)) t.batch = tune::parse_batch_list(o.batch);
+  if (given(o.serving_opt)) t.batch = tune::serving_batch_sizes(o.serving);
+  if (given(o.budget_opt)) t.budget_s = tune::parse_budget(o.budget);
+  if (given(o.gpus_opt)) t.gpus = parse_positive_int("gpus", o.gpus);
+  if (given(o.seed_opt)) t.seed = static_cast<std::uint64_t>(parse_positive_int("seed", o.seed));
+  if (o.naming == "sglang") {
+    t.naming = Naming::sglang;
+  } else if (o.naming == "vllm") {
+    t.naming = Naming::vllm;
+  } else {
+    throw InputError("naming", o.naming, "expected sglang or vllm");
+  }
+  t.out_dir = o.out;
+  t.exhaustive = o.exhaustive;
+  t.resume = o.resume;
+  t.force = o.force;
+  t.dry_run = o.dry_run;
+  t.write_report = !o.no_report;
+  t.provenance.moetune_version = MOETUNE_VERSION;
+  t.provenance.argv = g.argv;
+  return t;
+}
+
+std::string pruned_text(const std::map<std::string, long>& pruned) {
+  std::string t;
+  for (const auto& [reason, count] : pruned) {
+    if (count == 0) continue;
+    t += fmt::format("{}{} {}", t.empty() ? "" : ", ", reason, count);
+  }
+  return t.empty() ? "-" : t;
+}
+
+int run_dry(const GlobalOptions& g, tune::TuneOptions& t) {
+  tune::TunePlan p = tune::plan(t);
+  if (g.json) {
+    fmt::print("{}\n", tune::to_json(p).dump(2));
+    return 0;
+  }
+  fmt::print("tune plan (dry run, nothing measured): {} on {}\n", shape_title(t.shape), t.gpu.name);
+  fmt::print("tables: {}\n",
+             (t.out_dir / config_file_name(t.shape, t.gpu.name, t.naming)).string());
+  fmt::print("{:>6}  {:>7}  {:>10}  {:>9}  {}\n", "M", "space", "candidates", "est", "pruned");
+  for (const tune::PlanRow& r : p.rows) {
+    fmt::print("{:>6}  {:>7}  {:>10}  {:>9}  {}\n", r.M, r.space, r.candidates,
+               duration_text(r.estimated_s), pruned_text(r.pruned));
+  }
+  fmt::print("estimated: {} for {} batch sizes on {} GPU(s){}\n",
+             duration_text(p.estimated_seconds), p.batch.size(), t.gpus,
+             t.budget_s > 0 ? fmt::format(" (budget {})", duration_text(t.budget_s)) : "");
+  return 0;
+}
+
+// A progress bar with ETA on a terminal (stderr), plain lines otherwise.
+class CliProgress : public tune::ProgressSink {
+ public:
+  explicit CliProgress(bool tty) : tty_(tty) {}
+  void started_M(int M, int index, int total, int worker) override {
+    index_ = index;
+    total_ = total;
+    if (!tty_)
+      fmt::print(stderr, "moetune: tuning M={} ({}/{}) on GPU {}\n", M, index + 1, total, worker);
+  }
+  void candidate_done(int M, tune::Stage stage, const KernelConfig&, const std::string&, int done,
+                      int planned) override {
+    if (!tty_) return;
+    const double frac =
+        total_ > 0 ? (index_ + (planned > 0 ? double(done) / planned : 0)) / total_ : 0;
+    const int width = 30;
+    const int filled = std::clamp(static_cast<int>(frac * width), 0, width);
+    fmt::print(stderr, "\r[{}{}] {:3.0f}%  M={} {} {}/{}  ETA {}   ", std::string(filled, '#'),
+               std::string(width - filled, '.'), frac * 100, M, tune::to_string(stage), done,
+               planned, eta_);
+  }
+  void eta(double, double remaining_s) override { eta_ = duration_text(remaining_s); }
+  void finished_M(const tune::MResult& row) override {
+    if (tty_) fmt::print(stderr, "\r{:80}\r", "");
+    fmt::print(stderr, "moetune: M={} {}\n", row.M, row.flag);
+  }
+
+ private:
+  bool tty_;
+  int index_ = 0, total_ = 0;
+  std::string eta_ = "?";
+};
+
+std::string us_text(const std::optional<double>& us) {
+  return us ? fmt::format("{:.1f}", *us) : std::string("-");
+}
+
+int run_sweep(const GlobalOptions& g, const TuneCliOptions& o, tune::TuneOptions& t) {
+  CliProgress progress(isatty(STDERR_FILENO) != 0);
+  tune::TuneResult result = run_tune_on_gpus(t, progress);
+  report::ReportInput rep = report::report_input(t, result);
+  if (g.json) {
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    auto num = [](const std::optional<double>& v) {
+      return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+    };
+    for (const report::ReportRow& r : rep.rows) {
+      rows.push_back({{"M", r.M},
+                      {"flag", r.flag},
+                      {"default_us", num(r.default_us)},
+                      {"tuned_us", num(r.tuned_us)},
+                      {"tuned_ci95_us", {num(r.tuned_lo_us), num(r.tuned_hi_us)}},
+                      {"floor_us", r.floor_us},
+                      {"bound", r.bound},
+                      {"pct_floor", num(r.pct_floor)},
+                      {"speedup", num(r.speedup)},
+                      {"up", r.up_config},
+                      {"down", r.down_config}});
+    }
+    nlohmann::ordered_json j{{"up_table", result.up_table.string()},
+                             {"down_table", result.down_table.string()},
+                             {"report", result.report_md.string()},
+                             {"elapsed_s", result.elapsed_s},
+                             {"measurements", result.measurements},
+                             {"budget_exhausted", result.budget_exhausted},
+                             {"rows", rows}};
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  (void)o;
+  fmt::print("{}\n", rep.title);
+  fmt::print("{:>6}  {:<13}  {:>10}  {:>10}  {:>8}  {:>9}  {:>7}  {}\n", "M", "result",
+             "default_us", "tuned_us", "speedup", "floor_us", "%floor", "bound");
+  for (const report::ReportRow& r : rep.rows) {
+    fmt::print("{:>6}  {:<13}  {:>10}  {:>10}  {:>8}  {:>9.1f}  {:>7}  {}\n", r.M, r.flag,
+               us_text(r.default_us), us_text(r.tuned_us),
+               r.speedup ? fmt::format("{:.2f}x", *r.speedup) : "-", r.floor_us,
+               r.pct_floor ? fmt::format("{:.0f}%", *r.pct_floor) : "-", r.bound);
+  }
+  fmt::print("{} measurements in {}{}\n", result.measurements, duration_text(result.elapsed_s),
+             result.budget_exhausted ? " (budget exhausted: M not reached keep the default)" : "");
+  fmt::print("tables:  {}\n         {}\n", result.up_table.string(), result.down_table.string());
+  if (!result.report_md.empty()) {
+    fmt::print("report:  {}\n         {}\n", result.report_md.string(),
+               result.report_html.string());
+  }
+  fmt::print(
+      "These tables configure moetune's kernel: do not copy them into a server's config "
+      "folder.\n");
+  return 0;
+}
+
+int run_tune_command(const GlobalOptions& g, const TuneCliOptions& o) {
+  tune::TuneOptions t = tune_options(g, o);
+  t.shape = resolve_shape(g);
+  if (!o.dry_run) {
+    std::string why;
+    if (!cuda::gpu_available(&why)) {
+      throw GpuUnavailable(why + "; `moetune tune --dry-run` plans the sweep without a GPU");
+    }
+  }
+  t.gpu = resolve_gpu(g);
+  check_dtype_on_gpu(t.shape, t.gpu);
+  t.shape_json = nlohmann::json(shape_json(t.shape, t.gpu));
+  if (o.dry_run) return run_dry(g, t);
+  return run_sweep(g, o, t);
+}
+
+}  // namespace
+
+Commands register_tune(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<TuneCliOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "tune", "the main job: tuned config tables (up and down GEMMs), sidecars and a report");
+  o->batch_opt = sub->add_option("--batch", o->batch,
+                                 "batch sizes, e.g. 1,8,64 (default: the "
+                                 "common 18)")
+                     ->type_name("M,...");
+  o->serving_opt = sub->add_option("--serving", o->serving,
+                                   "a serving profile instead of --batch, e.g. "
+                                   "concurrency=1..64,spec=3")
+                       ->type_name("PROFILE");
+  o->budget_opt =
+      sub->add_option("--budget", o->budget, "wall-time cap, e.g. 5m, 1h30m")->type_name("TIME");
+  o->gpus_opt = sub->add_option("--gpus", o->gpus, "GPUs to use (default 1)")->type_name("N");
+  sub->add_option("--out", o->out, "folder for the tables, sidecars, log and report (default .)")
+      ->type_name("DIR");
+  sub->add_option("--naming", o->naming, "table file names: sglang (default) or vllm")
+      ->type_name("STYLE");
+  o->seed_opt = sub->add_option("--seed", o->seed, "random seed")->type_name("N");
+  sub->add_flag("--dry-run", o->dry_run, "plan only: space, pruning, candidates, time (no GPU)");
+  sub->add_flag("--exhaustive", o->exhaustive, "measure every valid config (tuner quality check)");
+  sub->add_flag("--resume", o->resume, "reuse the measurements of the log in --out");
+  sub->add_flag("--force", o->force, "overwrite tables recorded for another K or kernel");
+  sub->add_flag("--no-report", o->no_report, "skip the Markdown/HTML report");
+
+  Commands out{{sub, [&g, o] { return run_tune_command(g, *o); }}};
+  Commands worker = register_worker(app);
+  out.insert(out.end(), worker.begin(), worker.end());
+  return out;
+}
+
+}  // namespace moetune::cli

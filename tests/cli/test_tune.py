@@ -1,0 +1,113 @@
+"""moetune tune: --dry-run (no GPU needed) and its JSON; option errors; exit 3 without a GPU."""
+import os
+import tempfile
+import unittest
+
+from moetune_cli import (EXIT_BAD_INPUT, EXIT_NO_GPU, EXIT_OK, CliTestCase, gpu_present, run)
+
+COMMON_18 = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096]
+SHAPE_KEYS = {"architecture", "E", "E_global", "N", "K", "topk", "dtype", "block_shape", "tp",
+              "ep", "routing", "moe_layers", "config_file"}
+
+
+class DryRun(CliTestCase):
+    def dry(self, *args):
+        r = run("tune", "--dry-run", "--json", "--gpu", "H200", *args)
+        self.assertExit(r, EXIT_OK)
+        return r.json()
+
+    def test_json_keys(self):
+        j = self.dry("--batch", "1,64")
+        self.assertEqual(set(j), {"shape", "batch", "plan", "estimated_seconds"})
+        self.assertEqual(set(j["shape"]), SHAPE_KEYS)
+        self.assertEqual(j["shape"], run("shapes", "--json", "--gpu", "H200").json())
+        self.assertEqual(j["batch"], [1, 64])
+        self.assertEqual([p["M"] for p in j["plan"]], [1, 64])
+        for p in j["plan"]:
+            self.assertEqual(set(p), {"M", "space", "candidates", "pruned"})
+            self.assertIsInstance(p["space"], int)
+            self.assertIsInstance(p["candidates"], int)
+            self.assertGreater(p["candidates"], 0)
+            self.assertLess(p["candidates"], p["space"])
+            self.assertIsInstance(p["pruned"], dict)
+            for reason, count in p["pruned"].items():
+                self.assertIsInstance(reason, str)
+                self.assertIsInstance(count, int)
+            # Every config is either pruned for one reason or left to measure.
+            self.assertEqual(sum(p["pruned"].values()) + p["candidates"], p["space"])
+        self.assertIsInstance(j["estimated_seconds"], (int, float))
+        self.assertGreater(j["estimated_seconds"], 0)
+
+    def test_default_batch_is_the_common_18(self):
+        j = self.dry()
+        self.assertEqual(j["batch"], COMMON_18)
+        self.assertEqual(len(j["plan"]), 18)
+
+    def test_space_counts_both_gemms(self):
+        j = self.dry("--batch", "8")
+        self.assertEqual(j["plan"][0]["space"] % 1920, 0)
+
+    def test_serving_profile(self):
+        j = self.dry("--serving", "concurrency=1..64,spec=3")
+        self.assertEqual(j["batch"], [4, 8, 16, 32, 64, 128, 256])
+
+    def test_works_without_gpu_flag(self):
+        r = run("tune", "--dry-run", "--json", "--batch", "16")
+        self.assertExit(r, EXIT_OK)
+        self.assertEqual(r.json()["batch"], [16])
+
+    def test_other_models(self):
+        for args in (["--model", "deepseek-v3", "--tp", "8"], ["--model", "mixtral-8x7b", "--tp", "2"],
+                     ["--model", "qwen3-30b-a3b", "--gpu", "RTX PRO 6000"]):
+            with self.subTest(args=args):
+                r = run("tune", "--dry-run", "--json", "--batch", "1,4096", *args)
+                self.assertExit(r, EXIT_OK)
+                self.assertEqual(len(r.json()["plan"]), 2)
+
+    def test_text(self):
+        r = run("tune", "--dry-run", "--batch", "1,64", "--gpu", "H200")
+        self.assertExit(r, EXIT_OK)
+        self.assertIn("estimated", r.out)
+
+    def test_dry_run_writes_nothing(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("tune", "--dry-run", "--batch", "1", "--gpu", "H200", "--out", d)
+            self.assertExit(r, EXIT_OK)
+            self.assertEqual(os.listdir(d), [])
+
+    def test_bad_options(self):
+        cases = [
+            (["--batch", "0"], ["batch", "0"]),
+            (["--batch", "x"], ["batch", "x"]),
+            (["--budget", "5q"], ["budget", "5q"]),
+            (["--budget", "0"], ["budget"]),
+            (["--serving", "concurrency=abc"], ["serving", "abc"]),
+            (["--batch", "1", "--serving", "concurrency=1..8"], ["serving"]),
+            (["--gpus", "0"], ["gpus", "0"]),
+            (["--naming", "trt"], ["naming", "trt"]),
+            (["--tp", "0"], ["tp", "0"]),
+        ]
+        for args, words in cases:
+            with self.subTest(args=args):
+                self.assertOneErrorLine(run("tune", "--dry-run", *args), EXIT_BAD_INPUT, *words)
+
+
+class NoGpu(CliTestCase):
+    def setUp(self):
+        if gpu_present():
+            self.skipTest("a GPU is present")
+
+    def test_tune_exits_3_pointing_to_dry_run(self):
+        for args in ([], ["--batch", "1"], ["--gpu", "H200"], ["--json"]):
+            with self.subTest(args=args):
+                r = run("tune", *args)
+                line = self.assertOneErrorLine(r, EXIT_NO_GPU)
+                self.assertIn("--dry-run", line)
+                self.assertEqual(r.out, "")
+
+    def test_bad_input_still_exit_2(self):
+        self.assertOneErrorLine(run("tune", "--batch", "0"), EXIT_BAD_INPUT, "batch")
+
+
+if __name__ == "__main__":
+    unittest.main()
