@@ -10,7 +10,9 @@
 //     -> {"id":1,"ok":true,"device":{"name","sm","driver","cuda","nvrtc",...},"pid":123}
 //   {"id":2,"op":"compile","shape":S,"stage":"up","configs":[C,...]}
 //     -> {"id":2,"ok":true,"results":[{"status":"ok"|"compile_failed","reason","compile_s"}]}
-//        (compiles ahead, e.g. on a thread pool, so measurement need not wait for NVRTC)
+//        (compiles ahead on a thread pool, so that measuring one config overlaps compiling the
+//        next; a backend may answer "ok" for builds still running and let "measure" wait for
+//        its own config; GpuEvaluator sends each chunk of candidates here first)
 //   {"id":3,"op":"measure","shape":S,"M":64,"stage":"down","config":C,"replays":16,
 //    "rotation":16,"seed":0,"hot":false}
 //     -> {"id":3,"ok":true,"status":"ok","reason":"","times_s":[...],"compile_s":0.8,
@@ -170,5 +172,11 @@ class GpuEvaluator : public Evaluator {
   GpuEvaluatorOptions o_;
   WorkerClient client_;
 };
+
+// One GpuEvaluator per GPU 0..gpus-1, each worker started as `worker_argv` with
+// CUDA_VISIBLE_DEVICES set to its GPU, for run_tune(opts, pool, progress).
+EvaluatorPool make_gpu_pool(const MoeShape& shape, int gpus,
+                            const std::vector<std::string>& worker_argv,
+                            GpuEvaluatorOptions o = {});
 
 }  // namespace moetune::tune

@@ -285,4 +285,17 @@ CheckResult GpuEvaluator::check(int M, Stage stage, const KernelConfig& config) 
   }
 }
 
+EvaluatorPool make_gpu_pool(const MoeShape& shape, int gpus,
+                            const std::vector<std::string>& worker_argv, GpuEvaluatorOptions o) {
+  if (gpus < 1) throw InputError("gpus", std::to_string(gpus), "must be at least 1");
+  EvaluatorPool pool;
+  for (int g = 0; g < gpus; ++g) {
+    WorkerOptions w;
+    w.argv = worker_argv;
+    w.env["CUDA_VISIBLE_DEVICES"] = std::to_string(g);
+    pool.add(std::make_unique<GpuEvaluator>(shape, w, o));
+  }
+  return pool;
+}
+
 }  // namespace moetune::tune
