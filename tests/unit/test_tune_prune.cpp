@@ -9,6 +9,7 @@
 #include "moetune/tuner.hpp"
 #include "tune/cost_model.hpp"
 #include "tune/prune.hpp"
+#include "tune/strategy.hpp"
 
 namespace moetune::tune {
 namespace {
@@ -112,6 +113,28 @@ TEST(Prune, DownFollowsTheUpBlockSizeM) {
   const StagePlan p = plan_stage(o, 64, Stage::down, 32);
   EXPECT_GT(p.pruned.at("block_m_alignment"), 0);
   for (const KernelConfig& c : p.candidates) EXPECT_EQ(c.BLOCK_SIZE_M, 32);
+}
+
+TEST(Prune, WarmStartSeedsAreMeasuredEvenWhenTheModelWouldDropThem) {
+  const TuneOptions o = options(qwen_tp4(true), "H200", {64});
+  const StagePlan plain = plan_stage(o, 64, Stage::up, std::nullopt);
+  // The model's worst valid config: surely dominated.
+  TuneOptions all = o;
+  all.exhaustive = true;
+  const KernelConfig worst = plan_stage(all, 64, Stage::up, std::nullopt).candidates.back();
+  ASSERT_EQ(std::find(plain.candidates.begin(), plain.candidates.end(), worst),
+            plain.candidates.end());
+  const StagePlan seeded = plan_stage(o, 64, Stage::up, std::nullopt, {worst});
+  EXPECT_NE(std::find(seeded.candidates.begin(), seeded.candidates.end(), worst),
+            seeded.candidates.end());
+  EXPECT_EQ(seeded.candidates.size(), plain.candidates.size() + 1);
+  // Counted once: no longer under the reason it was dropped for (dominated or duplicate).
+  EXPECT_EQ(total(seeded.pruned) + 1, total(plain.pruned));
+  // Down keeps only seeds with the shared BLOCK_SIZE_M.
+  KernelConfig other_bm = worst;
+  other_bm.BLOCK_SIZE_M = worst.BLOCK_SIZE_M == 16 ? 32 : 16;
+  const StagePlan down = plan_stage(o, 64, Stage::down, worst.BLOCK_SIZE_M, {other_bm});
+  for (const KernelConfig& c : down.candidates) EXPECT_EQ(c.BLOCK_SIZE_M, worst.BLOCK_SIZE_M);
 }
 
 TEST(Prune, ExhaustiveKeepsEveryValidConfig) {
