@@ -475,7 +475,7 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
               if (bk > 0) {
                 quant_fp8_group_reference(x.data(), 1, s.K, bk, rq.data(), sc.data());
               } else {
-                for (int k = 0; k < s.K; ++k) rq[k] = round_e4m3(x[k] / tensor_scale) * tensor_scale;
+                for (int k = 0; k < s.K; ++k) rq[k] = round_e4m3(fp32_quotient(x[k], tensor_scale)) * tensor_scale;
               }
               for (int k = 0; k < s.K; ++k) {
                 ref_deq.push_back(rq[k]);
@@ -539,7 +539,7 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
                     quant_fp8_group_reference(a_in.data(), 1, s.N, bk, rq.data(), sc.data());
                   } else {
                     const double sc = static_cast<float>(std::max(act_amax, 1e-10) / kFp8Max);
-                    for (int n = 0; n < s.N; ++n) rq[n] = round_e4m3(a_in[n] / sc) * sc;
+                    for (int n = 0; n < s.N; ++n) rq[n] = round_e4m3(fp32_quotient(a_in[n], sc)) * sc;
                   }
                   for (int n = 0; n < s.N; ++n) {
                     o.aq_ref.push_back(rq[n]);

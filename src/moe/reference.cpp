@@ -301,6 +301,10 @@ std::string compare_alignment(const Alignment& got, const Alignment& ref, std::i
 }
 
 // ---- quantization ------------------------------------------------------------------------------
+double fp32_quotient(double x, double scale) {
+  return static_cast<double>(static_cast<float>(x) / static_cast<float>(scale));
+}
+
 void quant_fp8_group_reference(const double* x, std::int64_t rows, int cols, int group,
                                double* deq, double* scale) {
   if (group <= 0 || cols % group != 0)
@@ -315,7 +319,7 @@ void quant_fp8_group_reference(const double* x, std::int64_t rows, int cols, int
       const double s = static_cast<float>(std::max(amax, 1e-10) / kFp8Max);
       scale[r * groups + g] = s;
       for (int i = 0; i < group; ++i)
-        deq[r * cols + std::int64_t(g) * group + i] = round_e4m3(xs[i] / s) * s;
+        deq[r * cols + std::int64_t(g) * group + i] = round_e4m3(fp32_quotient(xs[i], s)) * s;
     }
   }
 }
@@ -324,7 +328,7 @@ double quant_fp8_tensor_reference(const double* x, std::int64_t n, double* deq) 
   double amax = 0;
   for (std::int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   const double s = static_cast<float>(std::max(amax, 1e-10) / kFp8Max);
-  for (std::int64_t i = 0; i < n; ++i) deq[i] = round_e4m3(x[i] / s) * s;
+  for (std::int64_t i = 0; i < n; ++i) deq[i] = round_e4m3(fp32_quotient(x[i], s)) * s;
   return s;
 }
 
@@ -460,7 +464,7 @@ std::vector<double> layer_reference(const MoeShape& shape, const HostWeights& w,
       std::vector<double> sc(K / bk);
       quant_fp8_group_reference(x.data(), 1, K, bk, xq.data(), sc.data());
     } else if (fp8) {
-      for (int k = 0; k < K; ++k) xq[k] = round_e4m3(x[k] / x_scale) * x_scale;
+      for (int k = 0; k < K; ++k) xq[k] = round_e4m3(fp32_quotient(x[k], x_scale)) * x_scale;
     } else {
       xq = x;
     }
@@ -471,8 +475,14 @@ std::vector<double> layer_reference(const MoeShape& shape, const HostWeights& w,
       for (int n = 0; n < 2 * N; ++n) {
         weight_row(shape, w, true, static_cast<int>(e), n, wrow.data());
         h[n] = dot(xq.data(), wrow.data(), K);
+        // fp8: the kernels quantize the activation from GEMM1's 16-bit output and the 16-bit
+        // SiLU·up; the reference rounds the same way so that its fp8 rounding decisions match.
+        if (fp8) h[n] = half_bits_to_double(act, double_to_half_bits(act, h[n]));
       }
-      silu_mul_reference(h.data(), 1, N, acts.data() + (r * topk + j) * N);
+      double* a = acts.data() + (r * topk + j) * N;
+      silu_mul_reference(h.data(), 1, N, a);
+      if (fp8)
+        for (int n = 0; n < N; ++n) a[n] = half_bits_to_double(act, double_to_half_bits(act, a[n]));
     }
   });
 
@@ -493,7 +503,7 @@ std::vector<double> layer_reference(const MoeShape& shape, const HostWeights& w,
       for (double v : acts) amax = std::max(amax, std::fabs(v));
       a_scale = static_cast<float>(std::max(amax, 1e-10) / kFp8Max);
     }
-    for (double& v : acts) v = round_e4m3(v / a_scale) * a_scale;
+    for (double& v : acts) v = round_e4m3(fp32_quotient(v, a_scale)) * a_scale;
   }
 
   // Pass 2: GEMM2 and the weighted sum over topk.

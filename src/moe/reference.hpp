@@ -76,6 +76,10 @@ std::string compare_alignment(const Alignment& got, const Alignment& ref, std::i
                               int topk);
 
 // ---- fp8 activation quantization ----------------------------------------------------------------
+// x / scale as the kernels compute it: both operands in fp32, one correctly rounded fp32 division
+// (bf16 inputs over a scale of amax/448 land near e4m3 ties often; double division would decide
+// ~0.1% of them differently).
+double fp32_quotient(double x, double scale);
 // Per row per `group` columns: scale = max(|x|, 1e-10) / 448 over the group; q = e4m3(x / scale).
 // Writes the dequantized q * scale into `deq` (rows*cols) and the scales (rows*(cols/group)).
 void quant_fp8_group_reference(const double* x, std::int64_t rows, int cols, int group,
@@ -108,7 +112,8 @@ double w2_at(const MoeShape& shape, const HostWeights& w, int e, int k, int n);
 // ---- the whole layer ---------------------------------------------------------------------------
 // out[t, :] = sum over j with topk_ids[t, j] on this rank of
 //   topk_weights[t, j] * w2[e] . act(silu(gate) * up), gate/up = w13[e] . x[t]
-// where for fp8 the activations x and act are quantized as the kernels do (block: per token per
+// where for fp8 the activations x and act are quantized as the kernels do, from the same 16-bit
+// values (GEMM1's output and SiLU·up are rounded to the activation dtype first) (block: per token per
 // block_k group; per-tensor: one dynamic scale over all M rows of hidden, and one over all
 // emitted slots of act — which needs every token's activation, so with a row sample the
 // per-tensor act scale is taken from `act_scale_override` when given).

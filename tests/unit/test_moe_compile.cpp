@@ -22,7 +22,9 @@ TEST(MoeCompileOnly, SetCoversEveryKernel) {
     EXPECT_TRUE(files.count(f)) << f;
   // sm_80 has no fp8 tensor cores: no fp8 GEMM in its set.
   for (const auto& s : kernel_specs_for_compile_only("sm_80"))
-    if (s.file == "moe_gemm_mma.cuh") EXPECT_EQ(s.name.find("fp8"), std::string::npos) << s.name;
+    if (s.file == "moe_gemm_mma.cuh") {
+      EXPECT_EQ(s.name.find("fp8"), std::string::npos) << s.name;
+    }
 }
 
 class MoeCompileArch : public ::testing::TestWithParam<const char*> {};

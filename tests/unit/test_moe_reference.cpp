@@ -252,9 +252,11 @@ TEST(MoeReferenceLayer, TinyFp8PerTensor) {
   EXPECT_DOUBLE_EQ(w13_at(shape, w, 0, 0, 0), 1.0);
   EXPECT_DOUBLE_EQ(w2_at(shape, w, 0, 1, 0), -1.0);
   const auto out = layer_reference(shape, w, 1, hidden.data(), ids.data(), weights.data(), {0});
-  // x scale 2/448: 1 -> 224, 2 -> 448, exact. gate = 1*1 = 1, up = 2*0.5 = 1; act = silu(1),
-  // quantized with its own scale (exact at the max), out = act * (0.25, -1).
-  const double act = silu(1.0);
+  // x scale 2/448: 1 -> 224, 2 -> 448, exact. gate = 1*1 = 1, up = 2*0.5 = 1; act = silu(1)
+  // rounded to bf16 as the kernels store it (0.73046875), quantized with its own scale (exact at
+  // the max), out = act * (0.25, -1).
+  const double act = bf16_to_float(float_to_bf16(static_cast<float>(silu(1.0))));
+  EXPECT_DOUBLE_EQ(act, 0.73046875);
   EXPECT_NEAR(out[0], act * 0.25, 1e-6);
   EXPECT_NEAR(out[1], -act, 1e-6);
 }
