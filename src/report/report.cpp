@@ -19,11 +19,20 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char ch : s) {
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += ch;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += ch;
     }
   }
   return out;
@@ -91,10 +100,12 @@ std::string markdown(const ReportInput& in) {
   md += fmt::format("Strategy: {}. Tables: {}. {} measurements in {:.1f} s{}.\n\n", in.strategy,
                     in.tables, in.measurements, in.elapsed_s,
                     in.budget_exhausted ? "; the budget ran out (see \"not reached\")" : "");
-  md += "Times are one layer's two grouped GEMMs (up + down), cold, median with 95% CI, in µs. "
-        "A tuned config replaces the default only when the 95% CI of the time ratio excludes 1.\n\n";
-  md += "| M | default µs [95% CI] | tuned µs [95% CI] | speedup | floor µs | % of floor | bound "
-        "| margin up / down | flag | up config | down config |\n";
+  md +=
+      "Times are one layer's two grouped GEMMs (up + down), cold, median with 95% CI, in µs. "
+      "A tuned config replaces the default only when the 95% CI of the time ratio excludes 1.\n\n";
+  md +=
+      "| M | default µs [95% CI] | tuned µs [95% CI] | speedup | floor µs | % of floor | bound "
+      "| margin up / down | flag | up config | down config |\n";
   md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const ReportRow& r : in.rows) {
     md += fmt::format("| {} | {} | {} | {} | {:.1f} | {} | {} | {} / {} | {} | `{}` | `{}` |\n",
@@ -103,8 +114,8 @@ std::string markdown(const ReportInput& in) {
                       r.speedup ? fmt::format("{:.2f}×", *r.speedup) : "—", r.floor_us,
                       r.pct_floor ? fmt::format("{:.0f}%", *r.pct_floor) : "—", r.bound,
                       r.margin_up_pct ? fmt::format("{:.1f}%", *r.margin_up_pct) : "—",
-                      r.margin_down_pct ? fmt::format("{:.1f}%", *r.margin_down_pct) : "—",
-                      r.flag, r.up_config, r.down_config);
+                      r.margin_down_pct ? fmt::format("{:.1f}%", *r.margin_down_pct) : "—", r.flag,
+                      r.up_config, r.down_config);
   }
   bool any_notes = false;
   for (const ReportRow& r : in.rows) {
@@ -147,49 +158,59 @@ std::string svg_plot(const ReportInput& in) {
                    H - B);
   for (int i = 0; i <= 4; ++i) {
     const double v = y_max * i / 4;
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:.0f}</text>\n",
-                     L - 6, y(v) + 4, v);
+    s += fmt::format(
+        "<text x=\"{}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"end\">{:.0f}</text>\n", L - 6,
+        y(v) + 4, v);
   }
-  s += fmt::format("<text x=\"14\" y=\"{}\" font-size=\"12\" transform=\"rotate(-90 14 {})\">µs "
-                   "(up + down)</text>\n",
-                   H / 2, H / 2);
-  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">batch size M "
-                   "(tokens)</text>\n",
-                   (L + W - R) / 2, H - 10);
+  s += fmt::format(
+      "<text x=\"14\" y=\"{}\" font-size=\"12\" transform=\"rotate(-90 14 {})\">µs "
+      "(up + down)</text>\n",
+      H / 2, H / 2);
+  s += fmt::format(
+      "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">batch size M "
+      "(tokens)</text>\n",
+      (L + W - R) / 2, H - 10);
   std::string floor_pts;
   for (const ReportRow& r : in.rows) {
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{}</text>\n",
-                     x(r.M), H - B + 14, r.M);
+    s += fmt::format(
+        "<text x=\"{:.1f}\" y=\"{}\" font-size=\"10\" text-anchor=\"middle\">{}</text>\n", x(r.M),
+        H - B + 14, r.M);
     floor_pts += fmt::format("{:.1f},{:.1f} ", x(r.M), y(r.floor_us));
   }
-  s += fmt::format("<polyline points=\"{}\" fill=\"none\" stroke=\"#2a2\" stroke-dasharray=\"5,3\"/>\n",
-                   floor_pts);
+  s += fmt::format(
+      "<polyline points=\"{}\" fill=\"none\" stroke=\"#2a2\" stroke-dasharray=\"5,3\"/>\n",
+      floor_pts);
   auto series = [&](const char* color, double dx, auto med, auto lo, auto hi, const char* name) {
     for (const ReportRow& r : in.rows) {
       const std::optional<double> m = med(r);
       if (!m) continue;
       const double cx = x(r.M) + dx;
-      s += fmt::format("<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
-                       "stroke=\"{3}\"/>\n",
-                       cx, y(hi(r).value_or(*m)), y(lo(r).value_or(*m)), color);
-      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"><title>M={} {} "
-                       "{:.1f} µs</title></circle>\n",
-                       cx, y(*m), color, r.M, name, *m);
+      s += fmt::format(
+          "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" "
+          "stroke=\"{3}\"/>\n",
+          cx, y(hi(r).value_or(*m)), y(lo(r).value_or(*m)), color);
+      s += fmt::format(
+          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"><title>M={} {} "
+          "{:.1f} µs</title></circle>\n",
+          cx, y(*m), color, r.M, name, *m);
     }
   };
-  series("#c33", -4, [](const ReportRow& r) { return r.default_us; },
-         [](const ReportRow& r) { return r.default_lo_us; },
-         [](const ReportRow& r) { return r.default_hi_us; }, "default");
-  series("#36c", 4, [](const ReportRow& r) { return r.tuned_us; },
-         [](const ReportRow& r) { return r.tuned_lo_us; },
-         [](const ReportRow& r) { return r.tuned_hi_us; }, "tuned");
-  s += fmt::format("<g font-size=\"11\"><circle cx=\"{0}\" cy=\"{1}\" r=\"4\" fill=\"#c33\"/>"
-                   "<text x=\"{2}\" y=\"{3}\">default</text>"
-                   "<circle cx=\"{4}\" cy=\"{1}\" r=\"4\" fill=\"#36c\"/>"
-                   "<text x=\"{5}\" y=\"{3}\">tuned</text>"
-                   "<line x1=\"{6}\" y1=\"{1}\" x2=\"{7}\" y2=\"{1}\" stroke=\"#2a2\" "
-                   "stroke-dasharray=\"5,3\"/><text x=\"{8}\" y=\"{3}\">floor (roofline)</text></g>\n",
-                   L + 20, T + 6, L + 28, T + 10, L + 95, L + 103, L + 160, L + 190, L + 196);
+  series(
+      "#c33", -4, [](const ReportRow& r) { return r.default_us; },
+      [](const ReportRow& r) { return r.default_lo_us; },
+      [](const ReportRow& r) { return r.default_hi_us; }, "default");
+  series(
+      "#36c", 4, [](const ReportRow& r) { return r.tuned_us; },
+      [](const ReportRow& r) { return r.tuned_lo_us; },
+      [](const ReportRow& r) { return r.tuned_hi_us; }, "tuned");
+  s += fmt::format(
+      "<g font-size=\"11\"><circle cx=\"{0}\" cy=\"{1}\" r=\"4\" fill=\"#c33\"/>"
+      "<text x=\"{2}\" y=\"{3}\">default</text>"
+      "<circle cx=\"{4}\" cy=\"{1}\" r=\"4\" fill=\"#36c\"/>"
+      "<text x=\"{5}\" y=\"{3}\">tuned</text>"
+      "<line x1=\"{6}\" y1=\"{1}\" x2=\"{7}\" y2=\"{1}\" stroke=\"#2a2\" "
+      "stroke-dasharray=\"5,3\"/><text x=\"{8}\" y=\"{3}\">floor (roofline)</text></g>\n",
+      L + 20, T + 6, L + 28, T + 10, L + 95, L + 103, L + 160, L + 190, L + 196);
   s += "</svg>\n";
   return s;
 }

@@ -13,13 +13,13 @@
 namespace moetune::tune {
 namespace {
 
-constexpr double kMemLatency_s = 1.0e-6;     // DRAM round trip to cover with bytes in flight
-constexpr double kL2BandwidthFactor = 2.5;   // L2 hits cost 1/2.5 of a DRAM byte
-constexpr double kLaunch_s = 2.0e-6;         // one kernel launch inside a CUDA graph
-constexpr double kSplitKReduce_s = 1.5e-6;   // the split-K reduction pass
-constexpr double kTileSetup_s = 0.6e-6;      // prologue/epilogue of one wave of tiles
-constexpr double kBaseEfficiency = 0.85;     // what a good kernel reaches of max(mem, compute)
-constexpr double kOutputBytes = 2;           // bf16/fp16 outputs
+constexpr double kMemLatency_s = 1.0e-6;    // DRAM round trip to cover with bytes in flight
+constexpr double kL2BandwidthFactor = 2.5;  // L2 hits cost 1/2.5 of a DRAM byte
+constexpr double kLaunch_s = 2.0e-6;        // one kernel launch inside a CUDA graph
+constexpr double kSplitKReduce_s = 1.5e-6;  // the split-K reduction pass
+constexpr double kTileSetup_s = 0.6e-6;     // prologue/epilogue of one wave of tiles
+constexpr double kBaseEfficiency = 0.85;    // what a good kernel reaches of max(mem, compute)
+constexpr double kOutputBytes = 2;          // bf16/fp16 outputs
 
 double activation_bytes(Dtype d) { return d == Dtype::fp8_w8a8 ? 1.0 : 2.0; }
 
@@ -58,12 +58,11 @@ CostBreakdown predict(const MoeShape& shape, const GpuSpec& gpu, int M, Stage st
   const ValidationTarget target{shape.dtype, shape.block_shape, &gpu};
   const double smem = std::max(1, moetune_smem_bytes(c, target));
   const double smem_per_sm = gpu.smem_per_block_bytes + 1024.0;
-  const double threads_per_sm = gpu.compute_capability() >= 90 || gpu.compute_capability() == 80
-                                    ? 2048.0
-                                    : 1536.0;
-  b.blocks_per_sm = std::max(1.0, std::min({std::floor(smem_per_sm / smem),
-                                            std::floor(threads_per_sm / (32.0 * c.num_warps)),
-                                            8.0}));
+  const double threads_per_sm =
+      gpu.compute_capability() >= 90 || gpu.compute_capability() == 80 ? 2048.0 : 1536.0;
+  b.blocks_per_sm =
+      std::max(1.0, std::min({std::floor(smem_per_sm / smem),
+                              std::floor(threads_per_sm / (32.0 * c.num_warps)), 8.0}));
   const double slots_per_wave = gpu.sm_count * b.blocks_per_sm;
   b.waves = std::ceil(b.tiles / slots_per_wave);
   b.last_wave_use = b.tiles / (b.waves * slots_per_wave);
@@ -87,14 +86,16 @@ CostBreakdown predict(const MoeShape& shape, const GpuSpec& gpu, int M, Stage st
   b.split_k_bytes = split_k > 1 ? 2.0 * b.slots * d.N_out * 4.0 * split_k : 0.0;
 
   // Bandwidth the bytes in flight can sustain: (stages-1) prefetched K-tiles per block.
-  const double inflight_per_block = std::max(1, c.num_stages - 1) * (BM * abytes + BN * wbytes) * BK;
+  const double inflight_per_block =
+      std::max(1, c.num_stages - 1) * (BM * abytes + BN * wbytes) * BK;
   b.achieved_bandwidth_Bps =
       std::min(gpu.mem_bandwidth_Bps, concurrent * inflight_per_block / kMemLatency_s);
   // A pipeline shorter than its depth never fills: K-steps per block vs stages.
   const double k_steps = std::max(1.0, std::ceil(d.K_red / (BK * split_k)));
   const double fill = k_steps / (k_steps + std::max(0, c.num_stages - 2));
-  b.t_mem_s = (b.weight_bytes + a_first + out_bytes + b.split_k_bytes) / b.achieved_bandwidth_Bps / fill +
-              a_rereads / (kL2BandwidthFactor * gpu.mem_bandwidth_Bps);
+  b.t_mem_s =
+      (b.weight_bytes + a_first + out_bytes + b.split_k_bytes) / b.achieved_bandwidth_Bps / fill +
+      a_rereads / (kL2BandwidthFactor * gpu.mem_bandwidth_Bps);
 
   // Compute: padded rows at the dtype's peak, scaled by how well the tile feeds the MMA units
   // (accumulator per warp; register spills past 128 fp32 per thread) and SM use.
@@ -104,7 +105,8 @@ CostBreakdown predict(const MoeShape& shape, const GpuSpec& gpu, int M, Stage st
   const double warp_tile = BM * BN / c.num_warps;
   double mma_eff = std::min(1.0, std::sqrt(warp_tile / (64.0 * 64.0)));
   if (acc_per_thread > 128) mma_eff *= 128.0 / acc_per_thread;
-  const double sm_use = std::min(1.0, concurrent / gpu.sm_count) * (b.waves > 1 ? b.last_wave_use : 1.0);
+  const double sm_use =
+      std::min(1.0, concurrent / gpu.sm_count) * (b.waves > 1 ? b.last_wave_use : 1.0);
   b.t_compute_s = b.flops / (peak * std::max(0.05, mma_eff) * std::max(1e-3, sm_use));
 
   b.t_overhead_s = kLaunch_s + (split_k > 1 ? kSplitKReduce_s : 0.0) + b.waves * kTileSetup_s;

@@ -30,8 +30,8 @@ std::vector<CandidateResult> MeasureDoor::measure(int M, Stage stage,
     for (std::size_t j = 0; j < fresh.size(); ++j) {
       CandidateResult& r = got[j];
       if (!(r.config == fresh[j])) {
-        r = CandidateResult{fresh[j], CandidateStatus::launch_failed, "no result from evaluator",
-                            {}, 0, 0};
+        r = CandidateResult{
+            fresh[j], CandidateStatus::launch_failed, "no result from evaluator", {}, 0, 0};
       }
       if (r.status == CandidateStatus::ok && r.times_s.empty()) {
         r.status = CandidateStatus::launch_failed;
@@ -97,7 +97,8 @@ bool MeasureDoor::stage_out_of_time() const {
 std::vector<KernelConfig> Measured::ranking() const {
   std::vector<std::pair<double, KernelConfig>> ok;
   for (const auto& [c, r] : results) {
-    if (r.status == CandidateStatus::ok && !r.times_s.empty()) ok.emplace_back(median(r.times_s), c);
+    if (r.status == CandidateStatus::ok && !r.times_s.empty())
+      ok.emplace_back(median(r.times_s), c);
   }
   std::stable_sort(ok.begin(), ok.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -68,10 +68,11 @@ void check_log_header(const nlohmann::json& log, const nlohmann::json& expected,
     const char* name;
     nlohmann::json::json_pointer ptr;
   };
-  const Field fields[] = {{"device", nlohmann::json::json_pointer("/device/name")},
-                          {"shape", nlohmann::json::json_pointer("/shape")},
-                          {"kernel_source_hash", nlohmann::json::json_pointer("/kernel_source_hash")},
-                          {"space", nlohmann::json::json_pointer("/space")}};
+  const Field fields[] = {
+      {"device", nlohmann::json::json_pointer("/device/name")},
+      {"shape", nlohmann::json::json_pointer("/shape")},
+      {"kernel_source_hash", nlohmann::json::json_pointer("/kernel_source_hash")},
+      {"space", nlohmann::json::json_pointer("/space")}};
   if (!log.is_object() || log.value("type", "") != "header") {
     throw InputError("resume", path, "the log's first line is not a tuner header");
   }
@@ -141,7 +142,8 @@ LogRecord record_from_json(const nlohmann::json& j, const std::string& where) {
     if (r.kind == "check") {
       r.rel_error = j.value("rel_error", 0.0);
     } else {
-      for (double t_us : j.value("times_us", std::vector<double>{})) r.times_s.push_back(t_us * 1e-6);
+      for (double t_us : j.value("times_us", std::vector<double>{}))
+        r.times_s.push_back(t_us * 1e-6);
       r.compile_s = j.value("compile_s", 0.0);
     }
     return r;

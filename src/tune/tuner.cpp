@@ -48,8 +48,8 @@ struct Shared {
   LogWriter* log = nullptr;
   ResumeCache* resume = nullptr;
   SerialProgress* progress = nullptr;
-  std::mutex mutex;                    // guards everything below
-  std::deque<int> queue;               // indices into batch
+  std::mutex mutex;       // guards everything below
+  std::deque<int> queue;  // indices into batch
   std::vector<int> batch;
   std::map<int, std::pair<KernelConfig, KernelConfig>> winners;  // M -> (up, down) tuned
   std::vector<MResult> rows;
@@ -100,10 +100,10 @@ StageOutcome decide(int M, Stage stage, const Measured& m, const KernelConfig& b
       const CheckResult check = door.check(M, stage, c);
       if (!check.ok) {
         ++out.failures["wrong_result"];
-        out.notes.push_back(fmt::format("{} failed the accuracy check (error {:.3g}{}{}); next "
-                                        "taken",
-                                        config_name(c), check.rel_error,
-                                        check.reason.empty() ? "" : ": ", check.reason));
+        out.notes.push_back(fmt::format(
+            "{} failed the accuracy check (error {:.3g}{}{}); next "
+            "taken",
+            config_name(c), check.rel_error, check.reason.empty() ? "" : ": ", check.reason));
         continue;
       }
     }
@@ -190,10 +190,9 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
   KernelConfig down_baseline = down_default;
   down_baseline.BLOCK_SIZE_M = block_m;
   if (o.budget_s > 0) {
-    door.budget().stage_deadline_s =
-        std::max(door.budget().stage_deadline_s,
-                 ev.clock_s() + (door.budget().deadline_s - ev.clock_s()) * workers /
-                                    std::max(1, remaining_Ms) / 2);
+    door.budget().stage_deadline_s = std::max(
+        door.budget().stage_deadline_s, ev.clock_s() + (door.budget().deadline_s - ev.clock_s()) *
+                                                           workers / std::max(1, remaining_Ms) / 2);
   }
   const StagePlan down_plan = plan_stage(o, M, Stage::down, block_m, down_seeds);
   door.set_planned(static_cast<int>(down_plan.candidates.size()));
@@ -206,9 +205,11 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
   // up choice moved BLOCK_SIZE_M away from it.
   std::vector<double> down_default_times = row.down.default_times_s;
   if (!(down_baseline == down_default)) {
-    const auto extra = door.measure(M, Stage::down, {down_default},
-                                    std::max<int>(2, static_cast<int>(row.down.default_times_s.size())));
-    if (!extra.empty() && extra[0].status == CandidateStatus::ok) down_default_times = extra[0].times_s;
+    const auto extra =
+        door.measure(M, Stage::down, {down_default},
+                     std::max<int>(2, static_cast<int>(row.down.default_times_s.size())));
+    if (!extra.empty() && extra[0].status == CandidateStatus::ok)
+      down_default_times = extra[0].times_s;
   }
   sh.measurements += door.measurements();
   sh.resumed += door.resumed();
@@ -229,10 +230,10 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
   row.tuned_total = summarize(row.tuned_total_s);
   const bool changed = !(row.up.chosen == up_default) || !(row.down.chosen == down_default);
   if (!changed) {
-    const bool noise = (row.up.winner_vs_default &&
-                        row.up.winner_vs_default->verdict == Verdict::within_noise) ||
-                       (row.down.winner_vs_default &&
-                        row.down.winner_vs_default->verdict == Verdict::within_noise);
+    const bool noise =
+        (row.up.winner_vs_default && row.up.winner_vs_default->verdict == Verdict::within_noise) ||
+        (row.down.winner_vs_default &&
+         row.down.winner_vs_default->verdict == Verdict::within_noise);
     row.flag = noise ? "within noise" : "kept default";
     row.tuned_total_s = row.default_total_s;
     row.tuned_total = row.default_total;
@@ -247,8 +248,8 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
   row.up.notes.push_back("tuned pair not faster than the default pair as a whole; reverted");
   row.up.chosen = up_default;
   row.down.chosen = down_default;
-  row.flag = row.tuned_vs_default->verdict == Verdict::within_noise ? "within noise"
-                                                                     : "kept default";
+  row.flag =
+      row.tuned_vs_default->verdict == Verdict::within_noise ? "within noise" : "kept default";
   row.tuned_total_s = row.default_total_s;
   row.tuned_total = row.default_total;
   return row;
@@ -267,9 +268,8 @@ void worker_loop(Shared& sh, Evaluator& ev, int worker, int workers) {
       remaining = static_cast<int>(sh.queue.size()) + 1;
     }
     const int M = sh.batch[index];
-    sh.progress->call([&](ProgressSink& p) {
-      p.started_M(M, index, static_cast<int>(sh.batch.size()), worker);
-    });
+    sh.progress->call(
+        [&](ProgressSink& p) { p.started_M(M, index, static_cast<int>(sh.batch.size()), worker); });
     MResult row = tune_one(sh, ev, M, start_s, remaining, workers);
     ++finished;
     const double elapsed_s = ev.clock_s() - start_s;
@@ -318,8 +318,10 @@ void check_overwrite(const TuneOptions& o, const std::filesystem::path& table) {
 }
 
 nlohmann::json summary_json(const Summary& s) {
-  return {{"median_us", s.median_s * 1e6}, {"ci95_lo_us", s.ci95_lo_s * 1e6},
-          {"ci95_hi_us", s.ci95_hi_s * 1e6}, {"n", s.n}};
+  return {{"median_us", s.median_s * 1e6},
+          {"ci95_lo_us", s.ci95_lo_s * 1e6},
+          {"ci95_hi_us", s.ci95_hi_s * 1e6},
+          {"n", s.n}};
 }
 
 nlohmann::json sidecar_json(const TuneOptions& o, const TuneResult& r, Stage stage) {
@@ -336,11 +338,14 @@ nlohmann::json sidecar_json(const TuneOptions& o, const TuneResult& r, Stage sta
   j["git_revision"] = p.git_revision;
   j["kernel_source_hash"] = p.kernel_source_hash;
   j["K"] = o.shape.K;
-  j["shape"] = {{"E", o.shape.E}, {"E_global", o.shape.E_global}, {"N", o.shape.N},
-                {"K", o.shape.K}, {"topk", o.shape.topk},
+  j["shape"] = {{"E", o.shape.E},
+                {"E_global", o.shape.E_global},
+                {"N", o.shape.N},
+                {"K", o.shape.K},
+                {"topk", o.shape.topk},
                 {"dtype", std::string(to_string(o.shape.dtype))},
-                {"block_shape", o.shape.block_shape ? nlohmann::json(*o.shape.block_shape)
-                                                    : nlohmann::json()}};
+                {"block_shape",
+                 o.shape.block_shape ? nlohmann::json(*o.shape.block_shape) : nlohmann::json()}};
   j["seed"] = o.seed;
   j["strategy"] = r.strategy;
   j["mode"] = "cold";
@@ -359,15 +364,16 @@ nlohmann::json sidecar_json(const TuneOptions& o, const TuneResult& r, Stage sta
       e["winner_measured"] = summary_json(s.winner_summary);
     }
     if (s.winner_vs_default) {
-      e["winner_vs_default"] = {{"ratio", s.winner_vs_default->ratio},
-                                {"ci95", {s.winner_vs_default->ci95_lo, s.winner_vs_default->ci95_hi}},
-                                {"verdict", to_string(s.winner_vs_default->verdict)}};
+      e["winner_vs_default"] = {
+          {"ratio", s.winner_vs_default->ratio},
+          {"ci95", {s.winner_vs_default->ci95_lo, s.winner_vs_default->ci95_hi}},
+          {"verdict", to_string(s.winner_vs_default->verdict)}};
     }
     if (s.winner_vs_runner_up) {
-      e["margin_to_runner_up"] = {{"ratio", s.winner_vs_runner_up->ratio},
-                                  {"ci95", {s.winner_vs_runner_up->ci95_lo,
-                                            s.winner_vs_runner_up->ci95_hi}},
-                                  {"verdict", to_string(s.winner_vs_runner_up->verdict)}};
+      e["margin_to_runner_up"] = {
+          {"ratio", s.winner_vs_runner_up->ratio},
+          {"ci95", {s.winner_vs_runner_up->ci95_lo, s.winner_vs_runner_up->ci95_hi}},
+          {"verdict", to_string(s.winner_vs_runner_up->verdict)}};
     }
     if (s.runner_up) e["runner_up"] = to_json(*s.runner_up);
     e["measured_candidates"] = s.measured;
@@ -432,9 +438,10 @@ TuneResult run_tune(const TuneOptions& opts, EvaluatorPool& pool, ProgressSink& 
     sh.queue.push_back(static_cast<int>(i));
   }
 
-  const double wall_start = std::chrono::duration<double>(
-      std::chrono::steady_clock::now().time_since_epoch()).count();
-  const std::size_t workers = std::min<std::size_t>(pool.size(), std::max<std::size_t>(1, sh.batch.size()));
+  const double wall_start =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const std::size_t workers =
+      std::min<std::size_t>(pool.size(), std::max<std::size_t>(1, sh.batch.size()));
   if (workers == 1) {
     worker_loop(sh, pool.at(0), 0, 1);
   } else {
@@ -456,8 +463,9 @@ TuneResult run_tune(const TuneOptions& opts, EvaluatorPool& pool, ProgressSink& 
       if (e) std::rethrow_exception(e);
     }
   }
-  result.elapsed_s = std::chrono::duration<double>(
-      std::chrono::steady_clock::now().time_since_epoch()).count() - wall_start;
+  result.elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count() -
+      wall_start;
   result.rows = std::move(sh.rows);
   result.measurements = sh.measurements;
   result.resumed = sh.resumed;

@@ -33,7 +33,8 @@ nlohmann::json serve(const nlohmann::json& req, WorkerBackend& backend, bool* qu
     out["pid"] = static_cast<long>(getpid());
   } else if (op == "compile") {
     std::vector<KernelConfig> configs;
-    for (const auto& c : req.at("configs")) configs.push_back(parse_kernel_config(c, nullptr, "config"));
+    for (const auto& c : req.at("configs"))
+      configs.push_back(parse_kernel_config(c, nullptr, "config"));
     const auto replies =
         backend.compile(shape_from_wire(req.at("shape")), stage_from(req.at("stage")), configs);
     nlohmann::json results = nlohmann::json::array();

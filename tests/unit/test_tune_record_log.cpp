@@ -18,9 +18,9 @@ namespace {
 
 std::filesystem::path temp_dir(const std::string& name) {
   static std::atomic<int> counter{0};
-  const auto p = std::filesystem::temp_directory_path() /
-                 ("moetune_log_" + name + "_" + std::to_string(getpid()) + "_" +
-                  std::to_string(counter++));
+  const auto p =
+      std::filesystem::temp_directory_path() /
+      ("moetune_log_" + name + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;
@@ -155,18 +155,19 @@ TEST(RecordLog, CommittedForeignLogIsRefusedByShape) {
   const nlohmann::json expected = make_log_header(o);
   EXPECT_EQ(field_of([&] { check_log_header(log.header(), expected, "foreign_header.jsonl"); }),
             "resume.shape");
-  const RecordLog same = RecordLog::read(std::string(MOETUNE_TEST_DATA) + "/tune/replay_m16_up.jsonl");
+  const RecordLog same =
+      RecordLog::read(std::string(MOETUNE_TEST_DATA) + "/tune/replay_m16_up.jsonl");
   EXPECT_NO_THROW(check_log_header(same.header(), expected, "replay_m16_up.jsonl"));
   EXPECT_EQ(same.records().size(), 40u);
 }
 
 TEST(RecordLog, MalformedLinesNameTheLog) {
   EXPECT_EQ(field_of([] { RecordLog::from_lines({"{\"type\": \"measure\"}"}, "x"); }), "resume");
-  EXPECT_EQ(field_of([] {
-              RecordLog::from_lines({R"({"type":"header"})", "not json", R"({"type":"header"})"},
-                                    "x");
-            }),
-            "resume");
+  EXPECT_EQ(
+      field_of([] {
+        RecordLog::from_lines({R"({"type":"header"})", "not json", R"({"type":"header"})"}, "x");
+      }),
+      "resume");
   EXPECT_EQ(field_of([] { parse_candidate_status("exploded"); }), "status");
 }
 

@@ -31,8 +31,8 @@ MoeShape qwen_tp4_fp8() {
 // so it is not part of the hidden quality.
 double quality(const KernelConfig& c, Stage stage) {
   std::uint64_t h = 1469598103934665603ULL ^ static_cast<std::uint64_t>(stage);
-  for (int v : {c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.num_warps, c.num_stages,
-                c.SPLIT_K}) {
+  for (int v :
+       {c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.num_warps, c.num_stages, c.SPLIT_K}) {
     h = (h ^ static_cast<std::uint64_t>(v)) * 1099511628211ULL;
     h ^= h >> 29;
   }
@@ -64,12 +64,7 @@ TEST(SuccessiveHalving, FindsTheTrueBestWithFarFewerMeasurements) {
     all.exhaustive = true;
     const StagePlan every = plan_stage(all, M, Stage::up, std::nullopt);
     double best_s = 1e9;
-    KernelConfig bc;
-    std::size_t rank = 0;
-    for (std::size_t i = 0; i < every.candidates.size(); ++i) {
-      const KernelConfig& c = every.candidates[i];
-      if (truth(M, Stage::up, c) < best_s) best_s = truth(M, Stage::up, c), bc = c, rank = i;
-    }
+    for (const KernelConfig& c : every.candidates) best_s = std::min(best_s, truth(M, Stage::up, c));
 
     SyntheticOptions so;
     so.time_s = truth;
@@ -81,7 +76,8 @@ TEST(SuccessiveHalving, FindsTheTrueBestWithFarFewerMeasurements) {
         successive_halving({M, Stage::up, p.candidates, p.default_config, &f.o}, door);
     const KernelConfig found = m.ranking().front();
     double best_kept_s = 1e9;
-    for (const KernelConfig& c : p.candidates) best_kept_s = std::min(best_kept_s, truth(M, Stage::up, c));
+    for (const KernelConfig& c : p.candidates)
+      best_kept_s = std::min(best_kept_s, truth(M, Stage::up, c));
     EXPECT_LE(truth(M, Stage::up, found), 1.03 * best_s)
         << "M=" << M << " best kept " << best_kept_s << " rounds " << m.rounds << " candidates "
         << p.candidates.size();
@@ -124,7 +120,8 @@ TEST(SuccessiveHalving, BudgetStopsBetweenChunksAndKeepsTheDefault) {
   Budget b;
   b.deadline_s = 20;  // about two chunks of 8 compiles
   MeasureDoor door(ev, nullptr, nullptr, nullptr, b);
-  const Measured m = successive_halving({64, Stage::up, p.candidates, p.default_config, &f.o}, door);
+  const Measured m =
+      successive_halving({64, Stage::up, p.candidates, p.default_config, &f.o}, door);
   EXPECT_TRUE(m.stopped_by_budget);
   EXPECT_LT(m.results.size(), p.candidates.size());
   EXPECT_GE(m.results.size(), 8u);
@@ -132,7 +129,8 @@ TEST(SuccessiveHalving, BudgetStopsBetweenChunksAndKeepsTheDefault) {
 }
 
 TEST(Replay, FindsTheKnownBestOfARecordedLog) {
-  const RecordLog log = RecordLog::read(std::string(MOETUNE_TEST_DATA) + "/tune/replay_m16_up.jsonl");
+  const RecordLog log =
+      RecordLog::read(std::string(MOETUNE_TEST_DATA) + "/tune/replay_m16_up.jsonl");
   // The known best: the lowest median over all its recorded replays.
   std::map<KernelConfig, std::vector<double>> all;
   for (const LogRecord& r : log.records()) {
@@ -167,7 +165,8 @@ TEST(Replay, FindsTheKnownBestOfARecordedLog) {
   // Replay is deterministic: the same answer twice.
   ReplayEvaluator ev2(log);
   MeasureDoor door2(ev2, nullptr, nullptr, nullptr, Budget{});
-  const Measured m2 = successive_halving({16, Stage::up, candidates, candidates.front(), &o}, door2);
+  const Measured m2 =
+      successive_halving({16, Stage::up, candidates, candidates.front(), &o}, door2);
   EXPECT_EQ(m2.ranking(), m.ranking());
   EXPECT_DOUBLE_EQ(ev2.clock_s(), ev.clock_s());
 }

@@ -19,9 +19,9 @@ namespace {
 
 std::filesystem::path temp_dir(const std::string& name) {
   static std::atomic<int> counter{0};
-  const auto p = std::filesystem::temp_directory_path() /
-                 ("moetune_tune_" + name + "_" + std::to_string(getpid()) + "_" +
-                  std::to_string(counter++));
+  const auto p =
+      std::filesystem::temp_directory_path() /
+      ("moetune_tune_" + name + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
   return p;
@@ -50,9 +50,9 @@ SyntheticOptions informative(const TuneOptions& o) {
   const MoeShape shape = o.shape;
   const GpuSpec gpu = o.gpu;
   so.time_s = [shape, gpu](int M, Stage stage, const KernelConfig& c) {
-    const std::size_t h = std::hash<int>()(c.BLOCK_SIZE_M * 7 + c.BLOCK_SIZE_N * 131 +
-                                           c.BLOCK_SIZE_K * 17 + c.num_stages * 3 + c.SPLIT_K * 5 +
-                                           c.num_warps * 11 + c.GROUP_SIZE_M);
+    const std::size_t h =
+        std::hash<int>()(c.BLOCK_SIZE_M * 7 + c.BLOCK_SIZE_N * 131 + c.BLOCK_SIZE_K * 17 +
+                         c.num_stages * 3 + c.SPLIT_K * 5 + c.num_warps * 11 + c.GROUP_SIZE_M);
     double t = predicted_time_s(shape, gpu, M, stage, c) * (1.0 + 0.2 * double(h % 97) / 97.0);
     if (c == moetune_default_config(shape, gpu, M, stage == Stage::down)) t *= 1.25;
     return t;
@@ -76,11 +76,12 @@ TEST(Tuner, WritesTablesSidecarsLogAndReportAtomically) {
   ProgressSink quiet;
   const TuneResult r = run_tune(o, ev, quiet);
 
-  const std::string up = "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128]";
-  EXPECT_EQ(files_in(out), (std::set<std::string>{up + ".json", up + "_down.json",
-                                                  up + ".meta.json", up + "_down.meta.json",
-                                                  up + ".tune.jsonl", up + ".report.md",
-                                                  up + ".report.html"}));
+  const std::string up =
+      "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128]";
+  EXPECT_EQ(files_in(out),
+            (std::set<std::string>{up + ".json", up + "_down.json", up + ".meta.json",
+                                   up + "_down.meta.json", up + ".tune.jsonl", up + ".report.md",
+                                   up + ".report.html"}));
   // Tables hold every M, and nothing but batch-size keys.
   const ParsedTable t_up = read_config_table(r.up_table);
   const ParsedTable t_down = read_config_table(r.down_table);

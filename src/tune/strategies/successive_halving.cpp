@@ -74,8 +74,8 @@ Measured successive_halving(const StageSearch& s, MeasureDoor& door) {
     // Survivors: the best share (at least two), plus the default.
     const std::size_t keep = std::max<std::size_t>(
         2, static_cast<std::size_t>(std::ceil(double(ranked.size()) * o.halving_keep)));
-    std::vector<KernelConfig> next(ranked.begin(),
-                                   ranked.begin() + static_cast<long>(std::min(keep, ranked.size())));
+    std::vector<KernelConfig> next(
+        ranked.begin(), ranked.begin() + static_cast<long>(std::min(keep, ranked.size())));
     const bool has_default = std::find(next.begin(), next.end(), s.default_config) != next.end();
     if (!has_default && m.results.count(s.default_config) &&
         m.results.at(s.default_config).status == CandidateStatus::ok) {
