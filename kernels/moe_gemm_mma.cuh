@@ -273,6 +273,38 @@ __global__ void __launch_bounds__(num_warps * 32)
   const int kt_end = min(kKTiles, kt_begin + kPerSplit);
   const int n_kt = max(0, kt_end - kt_begin);
 
+  // Block fp8: this thread's scale factors of one K-tile (rows' a_scale, columns' w_scale),
+  // loaded one tile ahead so their latency hides behind a tile of MMAs.
+  struct BlockScales {
+    float a[MT][2];
+    float w[NT];
+  };
+  auto load_scales = [&](int kt, BlockScales& sc) {
+    constexpr int kGroups = K_RED / kSBK;
+    const int g = kt * BLOCK_SIZE_K / kSBK;
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        sc.a[m][h] = scale_row[m][h] < 0 ? 0.f : __ldg(a_scale + scale_row[m][h] * kGroups + g);
+    const float* ws_e = w_scale + (long long)expert * (N_OUT / kSBN) * kGroups + g;
+    if constexpr (BLOCK_SIZE_N <= kSBN) {  // one scale block covers the tile's columns
+      const float v = __ldg(ws_e + (long long)(n_start / kSBN) * kGroups);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) sc.w[j] = v;
+    } else {
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int n = n_start + warp_n0 + j * 8;
+        sc.w[j] = __ldg(ws_e + (long long)(min(n, N_OUT - 1) / kSBN) * kGroups);
+      }
+    }
+  };
+  BlockScales sc_cur, sc_next;
+  if constexpr (kBlockScale) {
+    if (n_kt > 0) load_scales(kt_begin, sc_cur);
+  }
+
 #pragma unroll
   for (int s = 0; s < num_stages - 1; ++s) {
     if (s < n_kt) load_tile(kt_begin + s, s);
@@ -285,23 +317,8 @@ __global__ void __launch_bounds__(num_warps * 32)
     if (next < n_kt) load_tile(kt_begin + next, next % num_stages);
     ptx::cp_async_commit();
     if constexpr (kBlockScale) {
-      const int kt = kt_begin + i;
-      constexpr int kGroups = K_RED / kSBK;
-      const int g = kt * BLOCK_SIZE_K / kSBK;
-      // issue the scale loads first; they land while the MMAs run
-      float as[MT][2];
-#pragma unroll
-      for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          as[m][h] = scale_row[m][h] < 0 ? 0.f : __ldg(a_scale + scale_row[m][h] * kGroups + g);
-      const float* ws_e = w_scale + (long long)expert * (N_OUT / kSBN) * kGroups + g;
-      float ws[NT];
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const int n = n_start + warp_n0 + j * 8;
-        ws[j] = __ldg(ws_e + (long long)(min(n, N_OUT - 1) / kSBN) * kGroups);
-      }
+      // the next tile's scales are loaded now and land while this tile computes
+      if (i + 1 < n_kt) load_scales(kt_begin + i + 1, sc_next);
       float part[MT][NT][4];
 #pragma unroll
       for (int m = 0; m < MT; ++m)
@@ -315,7 +332,9 @@ __global__ void __launch_bounds__(num_warps * 32)
 #pragma unroll
         for (int j = 0; j < NT; ++j)
 #pragma unroll
-          for (int c = 0; c < 4; ++c) acc[m][j][c] += part[m][j][c] * (as[m][c >> 1] * ws[j]);
+          for (int c = 0; c < 4; ++c)
+            acc[m][j][c] += part[m][j][c] * (sc_cur.a[m][c >> 1] * sc_cur.w[j]);
+      sc_cur = sc_next;
     } else {
       compute_tile(i % num_stages, acc);
     }

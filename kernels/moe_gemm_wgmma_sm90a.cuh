@@ -259,10 +259,16 @@ __global__ void __launch_bounds__(num_warps * 32)
       for (int h = 0; h < 2; ++h)
         sc.a[m][h] = scale_row[m][h] < 0 ? 0.f : __ldg(a_scale + scale_row[m][h] * kGroups + g);
     const float* ws_e = w_scale + (long long)expert * (N_OUT / kSBN) * kGroups + g;
+    if constexpr (BLOCK_SIZE_N <= kSBN) {  // one scale block covers the tile's columns
+      const float v = __ldg(ws_e + (long long)(n_start / kSBN) * kGroups);
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int n = n_start + wg_n0 + j * 8;
-      sc.w[j] = __ldg(ws_e + (long long)(min(n, N_OUT - 1) / kSBN) * kGroups);
+      for (int j = 0; j < NT; ++j) sc.w[j] = v;
+    } else {
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int n = n_start + wg_n0 + j * 8;
+        sc.w[j] = __ldg(ws_e + (long long)(min(n, N_OUT - 1) / kSBN) * kGroups);
+      }
     }
   };
   auto fold = [&](const float (&part)[MI][kAccN], const Scales& sc) {
@@ -290,15 +296,17 @@ __global__ void __launch_bounds__(num_warps * 32)
   }
   if constexpr (kBlockScale) {
     float part[MI][kAccN];
-    Scales sc;
+    Scales sc_cur, sc_next;  // scales loaded one tile ahead: their latency hides behind a tile
+    if (n_kt > 0) load_scales(kt_begin, sc_cur);
     for (int i = 0; i < n_kt; ++i) {
       begin_step(i);
-      load_scales(kt_begin + i, sc);
+      if (i + 1 < n_kt) load_scales(kt_begin + i + 1, sc_next);
       wgmma::fence();
       issue_tile(i % num_stages, part, true);
       wgmma::commit();
       wgmma::wait<0>();
-      fold(part, sc);
+      fold(part, sc_cur);
+      sc_cur = sc_next;
     }
   } else {
     for (int i = 0; i < n_kt; ++i) {

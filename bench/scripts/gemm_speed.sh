@@ -5,6 +5,7 @@
 # at M in {1, 8, 64, 256, 1024, 4096}. Logs and results go to $OUT (or ./gemm_out).
 # Build first, here: bench/scripts/gemm_build_devbin.sh
 # Env: GEMM_SKIP_CHECK=1 skips the correctness test; MOETUNE_GEMM_BENCH_M=1,8 limits the sizes;
+#      MOETUNE_GEMM_BENCH_SHAPES=fp8b keeps the anchor shapes whose name contains it;
 #      GEMM_CHECK_FILTER is a GoogleTest filter for the correctness test.
 set -uo pipefail
 out=${OUT:-$PWD/gemm_out}
