@@ -1,0 +1,113 @@
+// FusedMoe's CPU side (no GPU): check(), config lookup with the down->up fallback, the workspace
+// layout, and the stage cost model behind profile's floors.
+#include <gtest/gtest.h>
+
+#include "moe/check.hpp"
+#include "moe/profile.hpp"
+#include "moe/reference.hpp"
+#include "moetune/error.hpp"
+#include "moetune/fused_moe.hpp"
+
+namespace moetune {
+namespace {
+
+MoeShape deepseek(const std::string& dtype) {
+  return moe::with_dtype_variant(moe::anchor_check_shapes()[1].shape, dtype);
+}
+
+TEST(MoeFused, DefaultTablesAndDownFallsBackToUp) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  FusedMoe a(deepseek("fp8_block"), h200);
+  EXPECT_EQ(a.arch(), "sm_90a");
+  EXPECT_FALSE(a.up_table().empty());
+  KernelConfig c{16, 64, 128, 1, 4, 3, 1};
+  FusedMoe b(deepseek("fp8_block"), h200, ConfigTable{{1, c}, {64, KernelConfig{64, 128, 128, 8, 4, 3, 1}}});
+  EXPECT_EQ(b.down_config(1), c);  // no down table: the up table
+  EXPECT_EQ(b.up_config(20), c);   // nearest key: 1 (|20-1| < |20-64|)
+  EXPECT_EQ(b.up_config(50).BLOCK_SIZE_M, 64);
+}
+
+TEST(MoeFused, CheckRefusesWithTheFieldAtFault) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  const GpuSpec& a100 = require_gpu("NVIDIA A100-SXM4-80GB");
+  try {
+    FusedMoe::check(deepseek("fp8_block"), a100, ConfigTable{{1, KernelConfig{16, 64, 128, 1, 4, 3, 1}}}, {});
+    FAIL() << "fp8 on sm_80 accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "dtype");
+  }
+  // One alignment serves both GEMMs: BLOCK_SIZE_M must match.
+  try {
+    FusedMoe::check(deepseek("bf16"), h200, ConfigTable{{1, KernelConfig{16, 64, 64, 1, 4, 3, 1}}},
+                    ConfigTable{{1, KernelConfig{32, 64, 64, 1, 4, 3, 1}}});
+    FAIL() << "BLOCK_SIZE_M mismatch accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "BLOCK_SIZE_M");
+  }
+  // BLOCK_SIZE_K 256 straddles two 128-wide fp8 scale groups.
+  EXPECT_THROW(FusedMoe::check(deepseek("fp8_block"), h200,
+                               ConfigTable{{1, KernelConfig{16, 64, 256, 1, 4, 3, 1}}}, {}),
+               InputError);
+  // EP rank past E_global / E.
+  FusedMoeOptions o;
+  o.rank = 1;
+  EXPECT_THROW(FusedMoe::check(deepseek("bf16"), h200,
+                               ConfigTable{{1, KernelConfig{16, 64, 64, 1, 4, 3, 1}}}, {}, o),
+               InputError);
+}
+
+TEST(MoeFused, WorkspaceLayoutIsDisjointAligned) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  ConfigTable up{{1, KernelConfig{16, 64, 128, 1, 4, 3, 2}}, {4096, KernelConfig{128, 128, 128, 8, 8, 3, 1}}};
+  FusedMoe f(deepseek("fp8_block"), h200, up);
+  const MoeShape& s = f.shape();
+  for (std::int64_t M : {1, 3, 257, 4096, 40000}) {
+    const MoeWorkspaceLayout L = f.workspace_layout(M);
+    const std::size_t slots = std::size_t(M) * s.topk;
+    struct R {
+      std::size_t off, bytes;
+    };
+    const std::vector<R> regions = {
+        {L.topk_ids, slots * 4},
+        {L.topk_weights, slots * 4},
+        {L.sorted_token_ids, std::size_t(L.max_num_tokens_padded) * 4},
+        {L.expert_ids, std::size_t(L.max_num_m_blocks) * 4},
+        {L.num_tokens_post_padded, 4},
+        {L.a_q, std::size_t(M) * s.K},
+        {L.a_scale, std::size_t(M) * (s.K / 128) * 4},
+        {L.h, slots * 2 * s.N * 2},
+        {L.act, slots * s.N * 2},
+        {L.act_q, slots * s.N},
+        {L.act_scale, slots * (s.N / 128) * 4},
+        {L.y, slots * s.K * 2},
+        {L.gemm_up, L.gemm_up_bytes},
+        {L.gemm_down, L.gemm_down_bytes}};
+    for (std::size_t i = 0; i < regions.size(); ++i) {
+      EXPECT_EQ(regions[i].off % 256, 0u) << i;
+      EXPECT_LE(regions[i].off + regions[i].bytes, L.total) << i;
+      if (i + 1 < regions.size()) {
+        EXPECT_LE(regions[i].off + regions[i].bytes, regions[i + 1].off) << i;
+      }
+    }
+    EXPECT_EQ(L.max_num_tokens_padded,
+              moe::max_num_tokens_padded(M, s.topk, s.E, f.up_config(M).BLOCK_SIZE_M));
+    EXPECT_EQ(f.workspace_bytes(M), L.total);
+  }
+  EXPECT_LE(f.workspace_bytes(3), f.workspace_bytes(4096));  // a max_M workspace serves smaller M
+  // 40000 tokens of DeepSeek: GEMM2's output alone is M*topk*K*2 bytes > 2^32.
+  EXPECT_GT(f.workspace_bytes(40000), std::size_t(40000) * 8 * 7168 * 2);
+}
+
+TEST(MoeFused, StageCostsAddUpToTheRooflineFlops) {
+  const MoeShape s = deepseek("fp8_block");
+  const std::int64_t M = 64;
+  const auto g1 = moe::stage_cost(s, MoeStage::gemm1, M, true);
+  const auto g2 = moe::stage_cost(s, MoeStage::gemm2, M, true);
+  EXPECT_DOUBLE_EQ(g1.flops + g2.flops, 6.0 * M * s.topk * s.N * s.K);  // DESIGN's roofline flops
+  EXPECT_EQ(moe::stage_cost(moe::with_dtype_variant(s, "bf16"), MoeStage::quant, M, true).bytes, 0);
+  EXPECT_EQ(moe::stage_cost(s, MoeStage::routing, M, false).bytes, 0);  // precomputed top-k
+  EXPECT_GT(moe::stage_cost(s, MoeStage::align, M, true).bytes, 0);
+}
+
+}  // namespace
+}  // namespace moetune
