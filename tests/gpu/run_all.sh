@@ -28,8 +28,8 @@ for t in "$bin_dir"/gpu_test_*; do
   rc=$?
   secs=$(( $(date +%s) - start ))
   passed=$(grep -c '^\[       OK \]' "$logs/$name.log")
-  failed=$(grep -c '^\[  FAILED  \] .*(' "$logs/$name.log")
-  skipped=$(grep -c '^\[  SKIPPED \]' "$logs/$name.log")
+  failed=$(grep -cE '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$logs/$name.log")
+  skipped=$(grep -cE '^\[  SKIPPED \] .* \([0-9]+ ms\)$' "$logs/$name.log")
   [ $rc -ne 0 ] && status=1
   rows+=("$(printf '%-34s %-4s %6s %6s %7s %6ss' "$name" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" \
     "$passed" "$failed" "$skipped" "$secs")")
