@@ -214,6 +214,17 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
   sh.measurements += door.measurements();
   sh.resumed += door.resumed();
 
+  // The budget ran out between the stages: up keeps its confirmed winner when that needs no
+  // other alignment than the default's (down keeps its default); otherwise both keep defaults.
+  const bool down_unmeasured = row.down.measured == 0;
+  if (!row.up.default_times_s.empty() && down_unmeasured && !(row.up.chosen == up_default) &&
+      row.up.chosen.BLOCK_SIZE_M == up_default.BLOCK_SIZE_M) {
+    row.down.chosen = down_default;
+    row.reached = true;
+    row.flag = "tuned";
+    row.down.notes.push_back("down not reached (budget): its default kept");
+    return row;
+  }
   if (row.up.default_times_s.empty() || down_default_times.empty() ||
       row.down.chosen_times_s.empty() || row.up.chosen_times_s.empty()) {
     // Nothing comparable measured (budget, or the defaults failed): keep the defaults.

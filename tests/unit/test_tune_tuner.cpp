@@ -194,6 +194,29 @@ TEST(Tuner, BudgetExhaustionFlagsUnreachedMsAndKeepsTheirDefaults) {
   std::filesystem::remove_all(out);
 }
 
+TEST(Tuner, BudgetEndingBetweenTheStagesKeepsOneAlignment) {
+  const auto out = temp_dir("between");
+  TuneOptions o = options(out, {64});
+  o.budget_s = 5;  // the first chunk of up (8 compiles of 1 s) overruns it: down never starts
+  SyntheticOptions so = informative(o);
+  so.compile_s = 1.0;
+  SyntheticEvaluator ev(so);
+  ProgressSink quiet;
+  const TuneResult r = run_tune(o, ev, quiet);
+  const MResult& row = r.rows.at(0);
+  EXPECT_TRUE(r.budget_exhausted);
+  EXPECT_TRUE(row.reached);
+  EXPECT_EQ(row.down.measured, 0);
+  EXPECT_EQ(row.down.chosen, row.down.default_config);
+  EXPECT_EQ(r.up.at(64).BLOCK_SIZE_M, r.down.at(64).BLOCK_SIZE_M);
+  // The default is 25% slow, so up's first chunk already holds a confirmed faster config of the
+  // default's BLOCK_SIZE_M: up keeps it, down keeps its default.
+  EXPECT_EQ(row.flag, "tuned");
+  EXPECT_NE(row.up.chosen, row.up.default_config);
+  EXPECT_EQ(row.down.notes.back(), "down not reached (budget): its default kept");
+  std::filesystem::remove_all(out);
+}
+
 TEST(Tuner, RefusesToOverwriteATableOfAnotherKUnlessForced) {
   const auto out = temp_dir("overwrite");
   TuneOptions o = options(out, {1});
