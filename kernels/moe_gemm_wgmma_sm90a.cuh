@@ -85,6 +85,11 @@ __global__ void __launch_bounds__(num_warps * 32)
                 "warpgroup row, BLOCK_SIZE_N / wg_n in {64, 128, 256}");
   static_assert(kStageBytes % 1024 == 0 && kATile % 1024 == 0, "stages must stay 1024-byte aligned");
   static_assert(GROUP_SIZE_M >= 1, "GROUP_SIZE_M must be >= 1");
+  static_assert(BLOCK_SIZE_M % 16 == 0, "BLOCK_SIZE_M must be a multiple of 16");
+  static_assert(BLOCK_SIZE_N % 16 == 0, "BLOCK_SIZE_N must be a multiple of 16");
+  static_assert(kRowBytes % 64 == 0, "BLOCK_SIZE_K * bytes must be a multiple of 64");
+  static_assert(num_stages >= 2, "num_stages must be >= 2");
+  static_assert(SPLIT_K >= 1 && SPLIT_K <= kMaxSplitK, "SPLIT_K must be in 1..16");
   static_assert(K_RED * kBytes % 16 == 0, "rows of a and w must be whole 16-byte chunks");
   static_assert(!kBlockScale || (SCALE_BLOCK_K > 0 && kSBK % BLOCK_SIZE_K == 0),
                 "block fp8: BLOCK_SIZE_K must divide block_k (a K-tile never straddles a scale group)");
