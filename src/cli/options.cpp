@@ -136,6 +136,30 @@ GpuSpec resolve_gpu(const GlobalOptions& g) {
   return require_gpu(kFallbackGpu);
 }
 
+GpuSpec resolve_local_gpu(const GlobalOptions& g) {
+  cuda::require_gpu();
+  cuda::DeviceInfo info = cuda::query_device(0);
+  const GpuSpec* known = find_gpu(info.name);
+  GpuSpec local = known ? *known : spec_from_device(info);
+  if (g.given("gpu")) {
+    const GpuSpec& asked = require_gpu(g.gpu);
+    if (asked.name != local.name) {
+      throw InputError("gpu", g.gpu,
+                       fmt::format("this command runs on the local GPU, {}; leave --gpu out or "
+                                   "choose the device with CUDA_VISIBLE_DEVICES",
+                                   info.name));
+    }
+  }
+  return local;
+}
+
+Target resolve_local_target(const GlobalOptions& g) {
+  MoeShape shape = resolve_shape(g);
+  Target t{std::move(shape), resolve_local_gpu(g)};
+  check_dtype_on_gpu(t.shape, t.gpu);
+  return t;
+}
+
 Target resolve_target(const GlobalOptions& g) {
   Target t{resolve_shape(g), resolve_gpu(g)};
   check_dtype_on_gpu(t.shape, t.gpu);

@@ -53,11 +53,18 @@ GpuSpec resolve_gpu(const GlobalOptions& g);
 // Where resolve_gpu's answer came from: "--gpu", "local GPU", "fallback".
 std::string gpu_origin(const GlobalOptions& g);
 
+// For commands that run on the GPU: throws GpuUnavailable (exit 3) without one, else the local
+// device's spec (device 0; choose with CUDA_VISIBLE_DEVICES). A --gpu naming another GPU is an
+// InputError: these commands measure the GPU they run on.
+GpuSpec resolve_local_gpu(const GlobalOptions& g);
+
 struct Target {
   MoeShape shape;
   GpuSpec gpu;
 };
 // Shape first (so a bad model is the only message), then the GPU, then the dtype-on-GPU check.
 Target resolve_target(const GlobalOptions& g);
+// The same for the GPU commands: the shape, then the local GPU (resolve_local_gpu).
+Target resolve_local_target(const GlobalOptions& g);
 
 }  // namespace moetune::cli

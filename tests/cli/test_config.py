@@ -36,8 +36,10 @@ class Lookup(CliTestCase):
     def test_skipped_key_is_noted(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "t.json")
+            with open(TABLE_18) as f:
+                entry = json.load(f)["8"]
             with open(path, "w") as f:
-                json.dump({"triton_version": "3.1.0", "8": json.load(open(TABLE_18))["8"]}, f)
+                json.dump({"triton_version": "3.1.0", "8": entry}, f)
             r = run("config", "lookup", path, "--batch", "3", "--json")
             self.assertExit(r, EXIT_OK)
             self.assertEqual(r.json()["key"], 8)

@@ -1,0 +1,143 @@
+// moetune check: kernel results against the fp64 reference (every stage and the layer), fresh
+// random inputs. Needs a GPU. Mismatches exit 4.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.hpp"
+#include "cli/shape_json.hpp"
+#include "moe/check.hpp"
+#include "moetune/error.hpp"
+
+namespace moetune::cli {
+namespace {
+
+struct CheckCliOptions {
+  std::string batch, variants, configs, seed;
+  const CLI::Option* batch_opt = nullptr;
+  const CLI::Option* variants_opt = nullptr;
+  const CLI::Option* configs_opt = nullptr;
+  const CLI::Option* seed_opt = nullptr;
+  bool layer_only = false, verbose = false;
+};
+
+std::vector<std::string> split_list(const std::string& field, const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string::npos ? comma : comma - start));
+    if (out.back().empty()) throw InputError(field, text, "empty item in the list");
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The check variant of a shape's own dtype.
+std::string own_variant(const MoeShape& s) {
+  if (s.dtype == Dtype::fp8_w8a8) return s.block_shape ? "fp8_block" : "fp8_tensor";
+  return std::string(to_string(s.dtype));
+}
+
+std::string result_line(const moe::CheckResult& r) {
+  return fmt::format(
+      "{:<4}  {:<22}  {:<10}  M={:<6}  {:<9}  error {:.2e} (limit {:.0e}, {} rows){}",
+      r.ok ? "ok" : "FAIL", r.shape, r.dtype, r.M, r.stage, r.error, r.threshold, r.rows,
+      r.detail.empty() ? "" : "  " + r.detail);
+}
+
+int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
+  moe::CheckOptions opts;
+  if (given(o.batch_opt)) {
+    opts.batch.clear();
+    for (int M : parse_batch_list("batch", o.batch)) opts.batch.push_back(M);
+  }
+  if (given(o.variants_opt)) {
+    opts.dtypes = split_list("variants", o.variants);
+    for (const std::string& v : opts.dtypes) {
+      if (std::find(moe::kCheckDtypes.begin(), moe::kCheckDtypes.end(), v) ==
+          moe::kCheckDtypes.end()) {
+        throw InputError("variants", v, "expected bf16, fp16, fp8_block or fp8_tensor");
+      }
+    }
+  }
+  if (given(o.configs_opt)) opts.random_configs = parse_positive_int("configs", o.configs) - 1;
+  if (given(o.seed_opt)) opts.seed = static_cast<std::uint64_t>(parse_positive_int("seed", o.seed));
+  opts.stages = !o.layer_only;
+
+  const bool own_model = g.given("model") || g.given("experts") || g.given("topk") ||
+                         g.given("intermediate") || g.given("hidden");
+  std::optional<MoeShape> shape;
+  if (own_model) {
+    shape = resolve_shape(g);
+    if (!given(o.variants_opt)) opts.dtypes = {own_variant(*shape)};
+  }
+  const GpuSpec gpu = resolve_local_gpu(g);
+  if (shape) check_dtype_on_gpu(*shape, gpu);
+
+  auto on_result = [&](const moe::CheckResult& r) {
+    if (g.json) return;
+    if (!r.ok || o.verbose || r.stage == "layer") fmt::print("{}\n", result_line(r));
+    std::fflush(stdout);
+  };
+  moe::CheckReport report =
+      shape
+          ? moe::check_shape(moe::CheckShape{shape_title(*shape), *shape, 0}, gpu, opts, on_result)
+          : moe::run_check(gpu, opts, on_result);
+  const int failures = report.failures();
+
+  if (g.json) {
+    nlohmann::ordered_json results = nlohmann::ordered_json::array();
+    for (const moe::CheckResult& r : report.results) {
+      results.push_back({{"shape", r.shape},
+                         {"dtype", r.dtype},
+                         {"M", r.M},
+                         {"stage", r.stage},
+                         {"config", r.config},
+                         {"error", std::isfinite(r.error) ? nlohmann::ordered_json(r.error)
+                                                          : nlohmann::ordered_json(nullptr)},
+                         {"threshold", r.threshold},
+                         {"ok", r.ok},
+                         {"rows", r.rows},
+                         {"detail", r.detail}});
+    }
+    nlohmann::ordered_json j{{"gpu", gpu.name},      {"ok", failures == 0},
+                             {"failures", failures}, {"checks", report.results.size()},
+                             {"seed", report.seed},  {"wall_s", report.wall_s},
+                             {"results", results}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("{} checks on {}, {} failed (seed {}, {:.1f} s)\n", report.results.size(), gpu.name,
+               failures, report.seed, report.wall_s);
+  }
+  return failures == 0 ? 0 : kExitProblems;
+}
+
+}  // namespace
+
+Commands register_check(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<CheckCliOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "check",
+      "kernel results against an fp64 reference (every stage and the layer; random inputs). "
+      "Without --model: the anchor shapes in every dtype");
+  o->batch_opt =
+      sub->add_option("--batch", o->batch, "batch sizes (default 1,3,8,64,257,1024,4096)")
+          ->type_name("M,...");
+  o->variants_opt = sub->add_option("--variants", o->variants,
+                                    "dtype variants: bf16,fp16,fp8_block,fp8_tensor (default: "
+                                    "the model's own; all four without --model)")
+                        ->type_name("LIST");
+  o->configs_opt = sub->add_option("--configs", o->configs,
+                                   "configs per case: the default plus N-1 random valid ones "
+                                   "(default 2)")
+                       ->type_name("N");
+  o->seed_opt = sub->add_option("--seed", o->seed, "random seed (default: fresh)")->type_name("N");
+  sub->add_flag("--layer-only", o->layer_only, "check the whole layer only, not each stage");
+  sub->add_flag("--verbose", o->verbose, "print every check, not only layers and failures");
+  return {{sub, [&g, o] { return run_check_command(g, *o); }}};
+}
+
+}  // namespace moetune::cli

@@ -1,0 +1,131 @@
+// moetune kernels --compile-only --arch sm_90a: compiles the representative kernel set with
+// NVRTC (no GPU needed; CI runs it). A compile failure is reported per kernel and exits 1.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "cli/commands.hpp"
+#include "cuda/driver.hpp"
+#include "cuda/jit.hpp"
+#include "moe/check.hpp"
+#include "moetune/error.hpp"
+
+namespace moetune::cli {
+namespace {
+
+struct KernelsOptions {
+  std::string arch, threads;
+  const CLI::Option* arch_opt = nullptr;
+  const CLI::Option* threads_opt = nullptr;
+  bool compile_only = false;
+  bool list = false;
+};
+
+// The first line of an NVRTC log that says something.
+std::string first_log_line(const std::string& log) {
+  std::size_t start = 0;
+  while (start < log.size()) {
+    std::size_t end = log.find('\n', start);
+    std::string line =
+        log.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (line.find_first_not_of(" \t\r") != std::string::npos) return line;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return "(no log)";
+}
+
+int run_kernels(const GlobalOptions& g, const KernelsOptions& o) {
+  std::string arch;
+  if (given(o.arch_opt)) {
+    if (!std::regex_match(o.arch, std::regex(R"(sm_[0-9]{2,3}[af]?)"))) {
+      throw InputError("arch", o.arch, "expected an NVRTC target such as sm_80, sm_89, sm_90a");
+    }
+    arch = o.arch;
+  } else if (g.given("gpu") || o.compile_only) {
+    arch = resolve_gpu(g).arch();  // --gpu's, the local GPU's, or the fallback's
+  } else {
+    arch = resolve_local_gpu(g).arch();
+  }
+  const int threads = given(o.threads_opt) ? parse_positive_int("threads", o.threads) : 0;
+  std::vector<cuda::KernelSpec> specs = moe::kernel_specs_for_compile_only(arch);
+
+  if (o.list) {
+    for (const cuda::KernelSpec& s : specs) fmt::print("{}\n", s.name);
+    return 0;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<cuda::CompiledKernel> compiled = cuda::Jit::instance().compile_many(specs, threads);
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int failed = 0, cached = 0;
+  double compile_s = 0;
+  nlohmann::ordered_json failures = nlohmann::ordered_json::array();
+  for (const cuda::CompiledKernel& k : compiled) {
+    if (k.cubin.empty()) {
+      ++failed;
+      failures.push_back({{"name", k.spec.name}, {"log", k.log}});
+      continue;
+    }
+    cached += k.from_cache ? 1 : 0;
+    compile_s += k.compile_s;
+  }
+  if (!o.compile_only) {
+    // With a GPU: load each compiled kernel too (module load, registers).
+    cuda::require_gpu();
+    for (const cuda::CompiledKernel& k : compiled) {
+      if (!k.cubin.empty()) cuda::Jit::instance().get(k.spec);
+    }
+  }
+
+  if (g.json) {
+    nlohmann::ordered_json j{{"arch", arch},
+                             {"nvrtc", cuda::Jit::instance().nvrtc_version()},
+                             {"kernels", compiled.size()},
+                             {"compiled", compiled.size() - failed - cached},
+                             {"from_cache", cached},
+                             {"failed", failed},
+                             {"wall_s", wall_s},
+                             {"compile_s", compile_s},
+                             {"loaded", !o.compile_only},
+                             {"failures", failures}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    for (const auto& f : failures) {
+      fmt::print("FAILED {}: {}\n", f["name"].get<std::string>(),
+                 first_log_line(f["log"].get<std::string>()));
+    }
+    fmt::print(
+        "{} kernels for {} (NVRTC {}): {} compiled, {} from the cache, {} failed in {:.1f} s "
+        "({:.1f} s of compile time){}\n",
+        compiled.size(), arch, cuda::Jit::instance().nvrtc_version(),
+        compiled.size() - failed - cached, cached, failed, wall_s, compile_s,
+        o.compile_only ? "" : "; loaded on the GPU");
+    fmt::print("cache: {}\n", cuda::Jit::instance().cache_dir());
+  }
+  if (failed > 0) {
+    throw CudaError(
+        fmt::format("{} of {} kernels failed to compile for {}", failed, compiled.size(), arch));
+  }
+  return 0;
+}
+
+}  // namespace
+
+Commands register_kernels(CLI::App& app, const GlobalOptions& g) {
+  auto o = std::make_shared<KernelsOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "kernels", "compile the representative kernel set with NVRTC (--compile-only: no GPU)");
+  sub->add_flag("--compile-only", o->compile_only, "compile only, do not load (no GPU needed)");
+  o->arch_opt = sub->add_option("--arch", o->arch,
+                                "NVRTC target, e.g. sm_90a (default: the GPU's, see --gpu)")
+                    ->type_name("ARCH");
+  o->threads_opt = sub->add_option("--threads", o->threads, "compile threads (default: all cores)")
+                       ->type_name("N");
+  sub->add_flag("--list", o->list, "list the kernel instances, compile nothing");
+  return {{sub, [&g, o] { return run_kernels(g, *o); }}};
+}
+
+}  // namespace moetune::cli

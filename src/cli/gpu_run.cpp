@@ -1,0 +1,47 @@
+#include "cli/gpu_run.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "bench/ceilings.hpp"
+
+namespace moetune::cli {
+
+Tables read_tables(const std::string& file) {
+  Tables t;
+  t.label = std::filesystem::path(file).filename().string();
+  t.up = to_table(read_config_table(file));
+  std::string stem = file;
+  if (stem.ends_with(".json")) stem.resize(stem.size() - 5);
+  const std::string down = stem + "_down.json";
+  if (!stem.ends_with("_down") && std::filesystem::exists(down)) {
+    t.down = to_table(read_config_table(down));
+    fmt::print(stderr, "moetune: note: down table {}\n", down);
+  }
+  return t;
+}
+
+void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
+  o.batch_opt = sub.add_option("--batch", o.batch, "batch sizes (default 1,8,64,256,1024,4096)")
+                    ->type_name("M,...");
+  sub.add_flag("--hot", o.hot, "cache-resident inputs (default: cold, rotating routing sets)");
+  sub.add_flag("--measured-ceilings", o.measured_ceilings,
+               "also report floor_measured_us over locally measured ceilings (cached)");
+}
+
+moe::BenchOptions bench_options(const MeasureCliOptions& o) {
+  moe::BenchOptions b;
+  if (given(o.batch_opt)) {
+    b.batch.clear();
+    for (int M : parse_batch_list("batch", o.batch)) b.batch.push_back(M);
+  }
+  b.hot = o.hot;
+  return b;
+}
+
+void add_measured_ceilings(const MeasureCliOptions& o, moe::BenchOptions& b) {
+  if (o.measured_ceilings) b.measured = bench::measure_ceilings(0);
+}
+
+}  // namespace moetune::cli

@@ -1,0 +1,32 @@
+// What `bench` and `profile` share: the tables to run (--config FILE and its _down sibling) and
+// the measurement options (--batch, --hot, --measured-ceilings).
+#pragma once
+#include <optional>
+#include <string>
+
+#include "cli/commands.hpp"
+#include "moe/profile.hpp"
+#include "moetune/config.hpp"
+
+namespace moetune::cli {
+
+struct Tables {
+  ConfigTable up, down;  // empty = moetune's defaults / fall back to up
+  std::string label;     // "default" or the file name
+};
+// FILE as the up table; "<FILE without .json>_down.json" as the down table when it exists.
+Tables read_tables(const std::string& file);
+
+struct MeasureCliOptions {
+  std::string batch;
+  const CLI::Option* batch_opt = nullptr;
+  bool hot = false;
+  bool measured_ceilings = false;
+};
+void add_measure_options(CLI::App& sub, MeasureCliOptions& o);
+// BenchOptions from the flags (no GPU work).
+moe::BenchOptions bench_options(const MeasureCliOptions& o);
+// With --measured-ceilings: measures the local ceilings (or reads their cache). Needs a GPU.
+void add_measured_ceilings(const MeasureCliOptions& o, moe::BenchOptions& b);
+
+}  // namespace moetune::cli

@@ -1,0 +1,60 @@
+"""Commands that need a GPU: exit 3 with one line where there is none (input errors stay 2);
+kernels --compile-only needs none."""
+import unittest
+
+from moetune_cli import (EXIT_BAD_INPUT, EXIT_NO_GPU, EXIT_OK, CliTestCase, gpu_present, run)
+
+
+class NoGpu(CliTestCase):
+    def setUp(self):
+        if gpu_present():
+            self.skipTest("a GPU is present")
+
+    def test_exit_3_with_one_line(self):
+        for args in (["check"], ["bench"], ["profile"], ["tune"], ["check", "--json"],
+                     ["bench", "--json", "--batch", "1"], ["profile", "--gpu", "H200"],
+                     ["check", "--model", "deepseek-v3", "--tp", "8", "--batch", "40000"],
+                     ["bench", "--hot", "--measured-ceilings"],
+                     ["kernels"]):
+            with self.subTest(args=args):
+                r = run(*args)
+                line = self.assertOneErrorLine(r, EXIT_NO_GPU)
+                self.assertIn("GPU", line)
+                self.assertEqual(r.out, "")
+
+    def test_bad_input_is_still_exit_2(self):
+        for args, words in ((["check", "--batch", "0"], ["batch", "0"]),
+                            (["bench", "--batch", "x"], ["batch", "x"]),
+                            (["profile", "--tp", "abc"], ["tp", "abc"]),
+                            (["bench", "--config", "/nonexistent.json"], ["/nonexistent.json"]),
+                            (["check", "--variants", "int4"], ["variants", "int4"]),
+                            (["bench", "--model", "nonexistent"], ["model", "nonexistent"])):
+            with self.subTest(args=args):
+                self.assertOneErrorLine(run(*args), EXIT_BAD_INPUT, *words)
+
+
+class CompileOnly(CliTestCase):
+    def test_list(self):
+        r = run("kernels", "--compile-only", "--arch", "sm_90a", "--list")
+        self.assertExit(r, EXIT_OK)
+        self.assertGreater(len(r.out.splitlines()), 5)
+
+    def test_compile_sm_90a(self):
+        r = run("kernels", "--compile-only", "--arch", "sm_90a", "--json", timeout=600)
+        self.assertExit(r, EXIT_OK)
+        j = r.json()
+        for key in ("arch", "kernels", "compiled", "from_cache", "failed", "wall_s", "failures"):
+            self.assertIn(key, j)
+        self.assertEqual(j["arch"], "sm_90a")
+        self.assertEqual(j["failed"], 0, j["failures"])
+        self.assertGreater(j["kernels"], 5)
+
+    def test_bad_arch(self):
+        for arch in ("sm90", "hopper", ""):
+            with self.subTest(arch=arch):
+                self.assertOneErrorLine(run("kernels", "--compile-only", "--arch", arch),
+                                        EXIT_BAD_INPUT, "arch")
+
+
+if __name__ == "__main__":
+    unittest.main()
