@@ -64,6 +64,7 @@ TEST_F(MoeBenchGpu, LayerAndGemmPhaseCold) {
         EXPECT_LT(r.gemm_phase.median_s, r.layer.median_s * 1.05);
         EXPECT_GT(r.roofline.floor_us, 0);
         EXPECT_LT(r.pct_floor, 150.0);  // no faster than the floor (plus L2 help)
+        EXPECT_EQ(r.clock.throttled, 0) << "samples below 75% of the default SM clock";
         std::printf("| %s %s | %lld | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.1f | %.0f%% | %.0f%% | %.0f "
                     "| %.1f | %d | %.0f |\n",
                     cs.name.c_str(), dt.c_str(), static_cast<long long>(r.M), r.layer.median_s * 1e6,
