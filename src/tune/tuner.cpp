@@ -183,7 +183,7 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
   door.set_planned(static_cast<int>(up_plan.candidates.size()));
   const Measured up_m = run_strategy({M, Stage::up, up_plan.candidates, up_default, &o}, door);
   row.up = decide(M, Stage::up, up_m, up_default, door, o.max_replays);
-  if (up_m.stopped_by_budget) sh.budget_exhausted = true;
+  if (up_m.stopped_by_budget && door.out_of_time()) sh.budget_exhausted = true;
 
   // Down: the up choice's BLOCK_SIZE_M. Its baseline is the default with that BLOCK_SIZE_M.
   const int block_m = row.up.chosen.BLOCK_SIZE_M;
@@ -199,7 +199,7 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
   const Measured down_m =
       run_strategy({M, Stage::down, down_plan.candidates, down_baseline, &o}, door);
   row.down = decide(M, Stage::down, down_m, down_baseline, door, o.max_replays);
-  if (down_m.stopped_by_budget) sh.budget_exhausted = true;
+  if (down_m.stopped_by_budget && door.out_of_time()) sh.budget_exhausted = true;
 
   // The default pair for the report (and the revert): down's own default, measured when the
   // up choice moved BLOCK_SIZE_M away from it.
