@@ -72,6 +72,33 @@ TEST(GemmTileRules, RejectsWithAReason) {
   EXPECT_NE(tm::tile_rule_violation(24, 64, 64, 4, 3, 1, 2, 2), nullptr);   // BM not x16
 }
 
+// Over the whole classic search space (x SPLIT_K 1/2/4): every config the tile rules accept is
+// accepted by gemm_kernel_spec for a shape it fits, and every wgmma-eligible config also passes
+// the tile rules (the wgmma kernel static_asserts both).
+TEST(GemmTileRules, SearchSpaceIsConsistent) {
+  int accepted = 0, wgmma = 0;
+  for (bool fp8 : {false, true})
+    for (int bm : {16, 32, 64, 128, 256})
+      for (int bn : {32, 64, 128, 256})
+        for (int bk : {64, 128, 256})
+          for (int w : {4, 8})
+            for (int st : {2, 3, 4, 5})
+              for (int sk : {1, 2, 4}) {
+                const int bytes = fp8 ? 1 : 2;
+                const bool ok = tm::tile_rule_violation(bm, bn, bk, w, st, sk, bytes, bytes, fp8) == nullptr;
+                const bool wg = tm::gemm_wgmma_eligible(bm, bn, bk, w, bytes, fp8);
+                EXPECT_TRUE(!wg || ok) << bm << "x" << bn << "x" << bk << " w" << w;
+                if (!ok || (fp8 && bk > 128)) continue;  // block fp8: BK must divide 128
+                ++accepted;
+                wgmma += wg;
+                const auto shape = qwen_tp4(fp8 ? Dtype::fp8_w8a8 : Dtype::bf16, fp8);
+                EXPECT_NO_THROW(gemm_kernel_spec(shape, cfg(bm, bn, bk, 1, w, st, sk), GemmStage::up, "sm_90a"))
+                    << bm << "x" << bn << "x" << bk << " w" << w << " s" << st << " sk" << sk;
+              }
+  EXPECT_GT(accepted, 500);
+  EXPECT_GT(wgmma, 50);
+}
+
 TEST(GemmTileRules, WarpGridIsSquarest) {
   EXPECT_EQ(tm::gemm_warps_m(16, 64, 4), 1);    // 16 x 16 per warp
   EXPECT_EQ(tm::gemm_warps_m(64, 64, 4), 2);    // 32 x 32
