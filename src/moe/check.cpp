@@ -604,10 +604,19 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           got.reserve(ref.size());
           for (std::int64_t t : layer_rows)
             for (int k = 0; k < s.K; ++k) got.push_back(half_bits_to_double(act, g.out[t * s.K + k]));
-          emit("layer", rel_error(got, ref), thr, std::int64_t(layer_rows.size()),
-               M > opts.max_reference_rows
-                   ? fmt::format("reference on a sample of {} of {} tokens", layer_rows.size(), M)
-                   : "");
+          // Every element of out was written (poisoned with NaN before), sampled rows or not.
+          std::int64_t non_finite = 0;
+          for (std::uint16_t b : g.out) non_finite += !std::isfinite(half_bits_to_double(act, b));
+          if (non_finite > 0) {
+            emit("layer", kNaN, thr, M,
+                 fmt::format("{} of {} output elements are NaN/inf (unwritten or overflow)",
+                             non_finite, g.out.size()));
+          } else {
+            emit("layer", rel_error(got, ref), thr, std::int64_t(layer_rows.size()),
+                 M > opts.max_reference_rows
+                     ? fmt::format("reference on a sample of {} of {} tokens", layer_rows.size(), M)
+                     : "");
+          }
         }
       }
     }
