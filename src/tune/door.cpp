@@ -1,6 +1,7 @@
 // The one door to an Evaluator (Kernel Tuner's CostFunc): resumed results first, the rest
 // measured and logged one record each, the budget consulted, progress reported.
 #include <algorithm>
+#include <cmath>
 
 #include "tune/strategy.hpp"
 
@@ -36,6 +37,14 @@ std::vector<CandidateResult> MeasureDoor::measure(int M, Stage stage,
       if (r.status == CandidateStatus::ok && r.times_s.empty()) {
         r.status = CandidateStatus::launch_failed;
         r.reason = "no times";
+      }
+      // A time that is not a positive finite number is a broken measurement, not a sample.
+      if (r.status == CandidateStatus::ok &&
+          std::any_of(r.times_s.begin(), r.times_s.end(),
+                      [](double t) { return !std::isfinite(t) || t <= 0; })) {
+        r.status = CandidateStatus::launch_failed;
+        r.reason = "non-finite or non-positive time";
+        r.times_s.clear();
       }
       ++measurements_;
       if (log_) {

@@ -97,7 +97,7 @@ std::vector<CandidateResult> SyntheticEvaluator::evaluate(int M, Stage stage,
     for (int i = 0; i < replays; ++i) {
       const double ti = t * std::exp(noise(rng));
       r.times_s.push_back(ti);
-      clock_s_ += ti;
+      if (std::isfinite(ti)) clock_s_ += ti;
     }
     r.measure_s = t * replays;
     replays_ += replays;

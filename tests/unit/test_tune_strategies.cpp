@@ -128,6 +128,22 @@ TEST(SuccessiveHalving, BudgetStopsBetweenChunksAndKeepsTheDefault) {
   EXPECT_EQ(m.results.count(p.default_config), 1u);
 }
 
+TEST(MeasureDoor, BrokenTimesBecomeFailuresNotErrors) {
+  Fixture f;
+  SyntheticOptions so;
+  const KernelConfig nan_config{16, 64, 128, 1, 4, 3, 1};
+  so.time_s = [&](int, Stage, const KernelConfig& c) {
+    return c == nan_config ? std::nan("") : 10e-6;
+  };
+  SyntheticEvaluator ev(so);
+  MeasureDoor door(ev, nullptr, nullptr, nullptr, Budget{});
+  const auto r = door.measure(1, Stage::up, {nan_config, KernelConfig{32, 64, 128, 1, 4, 3, 1}}, 4);
+  EXPECT_EQ(r[0].status, CandidateStatus::launch_failed);
+  EXPECT_TRUE(r[0].times_s.empty());
+  EXPECT_EQ(r[1].status, CandidateStatus::ok);
+  EXPECT_EQ(r[1].times_s.size(), 4u);
+}
+
 TEST(Replay, FindsTheKnownBestOfARecordedLog) {
   const RecordLog log =
       RecordLog::read(std::string(MOETUNE_TEST_DATA) + "/tune/replay_m16_up.jsonl");
