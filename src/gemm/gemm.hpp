@@ -50,10 +50,14 @@ struct GemmArgs {
   int64_t M = 0;  // tokens in the batch
   // Capacity of sorted_token_ids (bounds the grid together with M, topk and E).
   int64_t max_num_tokens_padded = 0;
-  // SPLIT_K > 1: fp32 partial tiles and per-tile arrival counters, gemm_workspace_bytes() long.
-  // Must be zero-filled once when allocated; every launch leaves the counters zero again.
+  // SPLIT_K > 1: per-tile arrival counters, then fp32 partial tiles; gemm_workspace_bytes() long.
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  // false (default): launch_gemm zeroes the counters (a small memset on `stream`) before each
+  // split-K launch, so the workspace may hold anything. true: the caller promises the counters
+  // are zero (a workspace zeroed once and used by this GEMM alone: every launch leaves them zero
+  // again), which saves the memset (~1-2 µs at decode sizes).
+  bool workspace_counters_zeroed = false;
 };
 
 // The kernel instance for (shape, config, stage) on `arch` ("sm_80", "sm_89", "sm_90a",
@@ -80,8 +84,10 @@ int64_t gemm_max_m_blocks(const MoeShape& shape, const KernelConfig& config, int
 std::size_t gemm_workspace_bytes(const MoeShape& shape, const KernelConfig& config,
                                  GemmStage stage, int64_t M);
 
-// Workspace bytes one launch with grid.x = grid_x needs (what launch_gemm checks).
+// Workspace bytes one launch with grid.x = grid_x needs (what launch_gemm checks), and the bytes
+// of its leading counter region (int32 per tile, padded to 256 bytes; 0 when SPLIT_K == 1).
 std::size_t gemm_workspace_bytes_for_grid(const KernelConfig& config, unsigned grid_x);
+std::size_t gemm_counter_bytes_for_grid(const KernelConfig& config, unsigned grid_x);
 
 // Launch geometry of one call (grid.x: M-blocks x N-tiles in GROUP_SIZE_M order; grid.y: SPLIT_K).
 struct GemmLaunch {
@@ -93,7 +99,8 @@ GemmLaunch gemm_launch_geometry(const MoeShape& shape, const KernelConfig& confi
                                 GemmStage stage, int64_t M, int64_t max_num_tokens_padded);
 
 // Enqueues one GEMM on `stream` (JIT-compiles and loads the instance for the current device on
-// first use). Never synchronizes, never allocates. Throws InputError for a bad config or
+// first use), preceded by a memset of the split-K counters unless workspace_counters_zeroed.
+// Never synchronizes, never allocates. Throws InputError for a bad config or
 // arguments (a missing pointer, a too-small workspace), CudaError for a failed launch.
 void launch_gemm(const MoeShape& shape, const KernelConfig& config, const GemmArgs& args,
                  CUstream stream);

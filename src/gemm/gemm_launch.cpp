@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cuda/context.hpp"
+#include "cuda/driver.hpp"
 #include "cuda/jit.hpp"
 #include "gemm/gemm.hpp"
 #include "moetune/error.hpp"
@@ -80,6 +81,11 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
   void* workspace = args.workspace;
   void* params[] = {&a, &a_scale, &w, &w_scale, &out, &topk_weights, &sorted, &expert_ids,
                     &ntpp, &M, &workspace};
+  if (ws > 0 && !args.workspace_counters_zeroed) {
+    const std::size_t counters = gemm_counter_bytes_for_grid(c, g.grid.x);
+    MOETUNE_CU(cuMemsetD32Async, reinterpret_cast<CUdeviceptr>(args.workspace), 0u, counters / 4,
+               stream);
+  }
   kernel->launch(g.grid, g.block, g.smem_bytes, stream, params);
 }
 

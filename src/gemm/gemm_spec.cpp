@@ -161,13 +161,20 @@ GemmLaunch gemm_launch_geometry(const MoeShape& shape, const KernelConfig& c, Ge
 }
 
 namespace {
+std::size_t counters_for_tiles(const KernelConfig& c, int64_t tiles) {
+  if (c.SPLIT_K <= 1 || tiles <= 0) return 0;
+  return (static_cast<std::size_t>(tiles) * 4 + 255) / 256 * 256;
+}
 std::size_t workspace_for_tiles(const KernelConfig& c, int64_t tiles) {
   if (c.SPLIT_K <= 1 || tiles <= 0) return 0;
-  const std::size_t counters = (static_cast<std::size_t>(tiles) * 4 + 255) / 256 * 256;
-  return counters + static_cast<std::size_t>(tiles) * c.SPLIT_K * c.BLOCK_SIZE_M *
-                        c.BLOCK_SIZE_N * sizeof(float);
+  return counters_for_tiles(c, tiles) + static_cast<std::size_t>(tiles) * c.SPLIT_K *
+                                            c.BLOCK_SIZE_M * c.BLOCK_SIZE_N * sizeof(float);
 }
 }  // namespace
+
+std::size_t gemm_counter_bytes_for_grid(const KernelConfig& c, unsigned grid_x) {
+  return counters_for_tiles(c, grid_x);
+}
 
 std::size_t gemm_workspace_bytes(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
                                  int64_t M) {

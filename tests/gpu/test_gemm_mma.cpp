@@ -86,7 +86,7 @@ CaseResult run_case(const MoeShape& s, GemmStage st, const HostWeights& hw,
   cuda::DeviceBuffer d_out(static_cast<std::size_t>(slots) * no * 2);
   const std::size_t ws_bytes = gemm_workspace_bytes(s, c, st, M);
   cuda::DeviceBuffer d_work(std::max<std::size_t>(ws_bytes, 16));
-  d_work.fill_u8(0);
+  d_work.fill_u8(0x5a);  // garbage: launch_gemm must zero the split-K counters itself
 
   GemmArgs args;
   args.stage = st;

@@ -207,6 +207,8 @@ TEST(GemmSpec, GridAndWorkspaceBounds) {
   const std::size_t ws = gemm_workspace_bytes(s, c, GemmStage::up, 1);
   EXPECT_EQ(ws, 512u + 72u * 4 * 16 * 64 * 4);
   EXPECT_EQ(ws, gemm_workspace_bytes_for_grid(c, g.grid.x));
+  EXPECT_EQ(gemm_counter_bytes_for_grid(c, g.grid.x), 512u);
+  EXPECT_EQ(gemm_counter_bytes_for_grid(cfg(16, 64, 128, 1, 4, 4, 1), g.grid.x), 0u);
   EXPECT_EQ(gemm_workspace_bytes(s, cfg(16, 64, 128, 1, 4, 4, 1), GemmStage::up, 1), 0u);
 }
 
