@@ -21,8 +21,9 @@
 //   sorted_token_ids [>= num_tokens_post_padded] int32: slots grouped by expert, padding = M*TOPK.
 //   expert_ids   [M-blocks] int32: expert of each BLOCK_SIZE_M rows of sorted_token_ids; -1 skips.
 //   num_tokens_post_padded [1] int32: blocks whose first row is past it exit at once.
-//   workspace    SPLIT_K > 1 only: int32 arrival counters [gridDim.x] (zero before the first
-//                launch; the last arriving block resets its counter), padded to 256 bytes, then
+//   workspace    SPLIT_K > 1 only: int32 arrival counters [gridDim.x] (zero at launch: src/gemm
+//                memsets them unless the caller keeps them zero; the last arriving block resets
+//                its counter), padded to 256 bytes, then
 //                fp32 partial tiles [gridDim.x][SPLIT_K][BLOCK_SIZE_M*BLOCK_SIZE_N].
 //
 // Grid: gridDim.x = (M-blocks bound) x N_TILES (N_TILES = ceil(N_OUT / BLOCK_SIZE_N)), walked in
