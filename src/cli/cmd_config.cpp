@@ -157,9 +157,9 @@ int run_validate(const GlobalOptions& g, const ConfigOptions& o) {
   std::string block = rt.block_shape ? fmt::format(" block_shape [{}, {}]", (*rt.block_shape)[0],
                                                    (*rt.block_shape)[1])
                                      : (rt.dtype == Dtype::fp8_w8a8 ? " per-tensor" : "");
-  fmt::print("{}: {} entries; target {} ({}{}, from {}), {} B shared memory per block\n", o.file,
-             table.entries.size(), rt.gpu.name, to_string(rt.dtype), block, rt.from,
-             rt.gpu.smem_per_block_bytes);
+  fmt::print("{}: {} {}; target {} ({}{}, from {}), {} B shared memory per block\n", o.file,
+             table.entries.size(), table.entries.size() == 1 ? "entry" : "entries", rt.gpu.name,
+             to_string(rt.dtype), block, rt.from, rt.gpu.smem_per_block_bytes);
   fmt::print("{:>6}  {:<4}  {:>10}  {:>16}\n", "M", "", "smem_B", "reference_smem_B");
   int rejected = 0;
   for (const auto& [M, entry] : table.entries) {

@@ -63,24 +63,8 @@ int run(int argc, char** argv) {
   add_global_options(app, g);
 
   Commands commands;
-  for (auto reg : {
-           register_shapes,
-           register_roofline,
-           register_config,
-           register_tune,
-#ifdef MOETUNE_CLI_KERNELS
-           register_kernels,
-#endif
-#ifdef MOETUNE_CLI_CHECK
-           register_check,
-#endif
-#ifdef MOETUNE_CLI_BENCH
-           register_bench,
-#endif
-#ifdef MOETUNE_CLI_PROFILE
-           register_profile,
-#endif
-       }) {
+  for (auto reg : {register_shapes, register_roofline, register_config, register_kernels,
+                   register_check, register_bench, register_profile, register_tune}) {
     Commands c = reg(app, g);
     commands.insert(commands.end(), c.begin(), c.end());
   }

@@ -12,4 +12,7 @@ tune::TuneResult run_tune_on_gpus(tune::TuneOptions& t, tune::ProgressSink& prog
 // The hidden `worker` subcommand (not listed in --help).
 Commands register_worker(CLI::App& app);
 
+// Serves the worker protocol on stdin/stdout with the GPU backend (tune_worker.cpp).
+int run_gpu_worker();
+
 }  // namespace moetune::cli

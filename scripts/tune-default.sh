@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The main job: tune moetune's kernel for the embedded default model (qwen3.5-122b-a10b-fp8 at
+# TP4) on this machine's GPU, writing the config tables, their sidecars and a report to
+# $MOETUNE_OUT (default: ./tuned). Extra arguments go to `moetune tune` (e.g. --budget 5m).
+#
+# Where no GPU is usable (`moetune tune` exits 3), the GPU part is skipped: the script prints
+# the plan (`tune --dry-run`), the shapes and the roofline instead, says so, and exits 0.
+set -u
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bin="${MOETUNE_BIN:-$root/build/src/cli/moetune}"
+out="${MOETUNE_OUT:-$PWD/tuned}"
+
+if [ ! -x "$bin" ]; then
+  echo "tune-default: $bin not found; build first: cmake -S . -B build && cmake --build build -j" >&2
+  exit 1
+fi
+
+"$bin" tune --out "$out" "$@"
+rc=$?
+if [ "$rc" -ne 3 ]; then
+  exit "$rc"
+fi
+
+echo "tune-default: no usable GPU: the GPU part (measuring, writing tuned tables) was SKIPPED." >&2
+echo "tune-default: showing the tuning plan, the shapes and the roofline instead." >&2
+echo
+echo "== moetune tune --dry-run"
+"$bin" tune --dry-run --out "$out" "$@" || exit $?
+echo
+# The dry run above already said which GPU spec stands in for the missing GPU.
+echo "== moetune shapes --gpu \"NVIDIA H200\""
+"$bin" shapes --gpu "NVIDIA H200" || exit $?
+echo
+echo "== moetune roofline --gpu \"NVIDIA H200\""
+"$bin" roofline --gpu "NVIDIA H200" || exit $?
+echo
+echo "tune-default: done WITHOUT tuning (no GPU here; nothing was written to $out)." >&2
+echo "tune-default: run this script on a machine with an NVIDIA GPU to tune." >&2
+exit 0
