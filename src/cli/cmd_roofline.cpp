@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/ceilings.hpp"
 #include "cli/commands.hpp"
 #include "cli/shape_json.hpp"
 #include "moetune/config.hpp"
@@ -15,24 +16,31 @@ namespace {
 struct RooflineOptions {
   std::string batch;
   const CLI::Option* batch_opt = nullptr;
+  bool measured_ceilings = false;
 };
 
 int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
   std::vector<int> batch =
       !given(o.batch_opt) ? default_batch_sizes() : parse_batch_list("batch", o.batch);
-  Target t = resolve_target(g);
-  if (!t.gpu.peak_flops(t.shape.dtype)) {
+  // Measured ceilings are this GPU's: they need it (exit 3 without one).
+  Target t = o.measured_ceilings ? resolve_local_target(g) : resolve_target(g);
+  if (!o.measured_ceilings && !t.gpu.peak_flops(t.shape.dtype)) {
     throw InputError("gpu", t.gpu.name,
                      fmt::format("no dense {} peak known for this GPU (choose one with --gpu)",
                                  to_string(t.shape.dtype)));
   }
-  Ceilings c = spec_ceilings(t.shape, t.gpu);
+  const Ceilings c = o.measured_ceilings ? bench::measure_ceilings(0).for_dtype(t.shape.dtype)
+                                         : spec_ceilings(t.shape, t.gpu);
   std::vector<RooflineRow> rows = roofline(t.shape, c, batch);
   int crossover = crossover_M(t.shape, c);
 
   if (g.json) {
     nlohmann::ordered_json j;
     j["gpu"] = t.gpu.name;
+    if (o.measured_ceilings) {
+      j["ceilings"] = {
+          {"source", "measured"}, {"bandwidth_Bps", c.bandwidth_Bps}, {"peak_flops", c.peak_flops}};
+    }
     j["crossover_M"] = crossover;
     j["rows"] = nlohmann::ordered_json::array();
     for (const RooflineRow& r : rows) {
@@ -50,8 +58,10 @@ int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
   }
   fmt::print("{}: E={} N={} K={} topk={} {} on {}\n", shape_title(t.shape), t.shape.E, t.shape.N,
              t.shape.K, t.shape.topk, to_string(t.shape.dtype), t.gpu.name);
-  fmt::print("ceilings: {:.2f} TB/s, {:.1f} TFLOP/s dense {} (spec sheet)\n",
-             c.bandwidth_Bps / 1e12, c.peak_flops / 1e12, to_string(t.shape.dtype));
+  fmt::print(
+      "ceilings: {:.2f} TB/s, {:.1f} TFLOP/s dense {} ({})\n", c.bandwidth_Bps / 1e12,
+      c.peak_flops / 1e12, to_string(t.shape.dtype),
+      o.measured_ceilings ? "measured on this GPU: copy bandwidth, mma.sync peak" : "spec sheet");
   fmt::print("{:>6}  {:>8}  {:>10}  {:>10}  {:>9}  {:>9}  {:>9}  {}\n", "M", "experts", "MB",
              "GFLOP", "t_mem_us", "t_comp_us", "floor_us", "bound");
   for (const RooflineRow& r : rows) {
@@ -75,6 +85,8 @@ Commands register_roofline(CLI::App& app, const GlobalOptions& g) {
       "roofline", "per M: expected active experts, bytes, FLOPs, t_mem, t_compute, floor, bound");
   o->batch_opt = sub->add_option("--batch", o->batch,
                                  "batch sizes M, e.g. 1,8,64 (default: the common 18, 1 to 4096)");
+  sub->add_flag("--measured-ceilings", o->measured_ceilings,
+                "the floor over this GPU's measured copy bandwidth and MMA rate (needs the GPU)");
   return {{sub, [&g, o] { return run_roofline(g, *o); }}};
 }
 

@@ -194,7 +194,7 @@ int run_tune_command(const GlobalOptions& g, const TuneCliOptions& o) {
       throw GpuUnavailable(why + "; `moetune tune --dry-run` plans the sweep without a GPU");
     }
   }
-  t.gpu = resolve_gpu(g);
+  t.gpu = o.dry_run ? resolve_gpu(g) : resolve_local_gpu(g);  // a sweep measures this GPU
   check_dtype_on_gpu(t.shape, t.gpu);
   t.shape_json = nlohmann::json(shape_json(t.shape, t.gpu));
   if (o.dry_run) return run_dry(g, t);

@@ -15,7 +15,7 @@ class NoGpu(CliTestCase):
                      ["bench", "--json", "--batch", "1"], ["profile", "--gpu", "H200"],
                      ["check", "--model", "deepseek-v3", "--tp", "8", "--batch", "40000"],
                      ["bench", "--hot", "--measured-ceilings"],
-                     ["kernels"]):
+                     ["kernels"], ["roofline", "--measured-ceilings"]):
             with self.subTest(args=args):
                 r = run(*args)
                 line = self.assertOneErrorLine(r, EXIT_NO_GPU)
