@@ -9,6 +9,7 @@
 #include "cuda/jit.hpp"
 #include "cuda/kernel_sources.hpp"
 #include "moetune/error.hpp"
+#include "moetune/gpu_spec.hpp"
 #include "tune/gpu_evaluator.hpp"
 
 namespace moetune::cli {
@@ -21,6 +22,10 @@ tune::TuneResult run_tune_on_gpus(tune::TuneOptions& t, tune::ProgressSink& prog
                      fmt::format("only {} GPU(s) visible", visible));
   }
   const cuda::DeviceInfo info = cuda::query_device(0);
+  if (find_gpu(info.name) == nullptr) {
+    throw InputError("gpu", info.name,
+                     "not in moetune's spec table (the tuner's floors and limits need it)");
+  }
   t.provenance.device_name = info.name;
   t.provenance.driver_version = info.driver_version_string();
   t.provenance.cuda_version = info.driver_version_string();
