@@ -110,6 +110,8 @@ int main(int argc, char** argv) {
     return fail(moetune::kExitBadInput, e.what());
   } catch (const moetune::GpuUnavailable& e) {
     return fail(moetune::kExitNoGpu, std::string("no usable GPU: ") + e.what());
+  } catch (const moetune::CudaError& e) {
+    return fail(moetune::kExitInternal, e.what());  // names the driver/NVRTC call, or the kernels
   } catch (const CLI::Error& e) {
     return fail(moetune::kExitBadInput, e.what());
   } catch (const nlohmann::json::exception& e) {
