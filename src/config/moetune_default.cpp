@@ -1,5 +1,9 @@
-// moetune's own default config for its mma.sync GEMM kernel: a first heuristic from simple
-// reasoning, to be retuned from measurements. Every rule is one commented step below.
+// moetune's own default config for its GEMM kernels (mma.sync, and wgmma on sm_90a), following
+// what was measured on one H200 (bench/results/2026-11-30_h200_gemm.md and the two jsonl files
+// beside it: every candidate of each GEMM timed alone, cold, per shape and M; "the data" below).
+// Measured shapes: Qwen3.5-122B TP4 (E=256, N=256, K=3072, topk 8) bf16 and fp8 block [128,128],
+// DeepSeek-V3 TP8 (K=7168) fp8 block, at M = 1, 8, 64, 256, 1024, 4096, i.e. slots per expert
+// spe = M*topk/E_global = 0.03, 0.25, 2, 8, 32, 128. Every rule is one commented step below.
 #include <algorithm>
 #include <cmath>
 
@@ -20,60 +24,126 @@ bool fits_block_n(const MoeShape& shape, int BLOCK_SIZE_N) {
 }  // namespace
 
 KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, int M, bool down) {
+  const bool fp8 = shape.dtype == Dtype::fp8_w8a8;
+  const int bytes = weight_bytes(shape.dtype);
   // The GEMM: up writes 2N columns reducing over K; down writes K columns reducing over N.
   const long long cols = down ? shape.K : 2LL * shape.N;
   const long long depth = down ? shape.N : shape.K;
   const int E_global = std::max(shape.E_global, shape.E);
   const double share = E_global > 0 ? static_cast<double>(shape.topk) / E_global : 0.0;
-  // Uniform routing: token slots per expert, and experts of this rank that get any token.
-  const double slots_per_expert = static_cast<double>(M) * share;
+  // Uniform routing: token slots per expert (spe), and experts of this rank that get any token.
+  const double spe = static_cast<double>(M) * share;
   const double active_experts =
       shape.E * (1.0 - std::pow(std::max(0.0, 1.0 - share), static_cast<double>(M)));
-  const double slots_per_active = active_experts > 0 ? slots_per_expert * shape.E / active_experts
-                                                     : 0.0;
+  const double slots_per_active = active_experts > 0 ? spe * shape.E / active_experts : 0.0;
+
+  // The three bands below depend on spe only, so up and down always get the same BLOCK_SIZE_M
+  // (one alignment serves both GEMMs); only N, K-depth, stages and SPLIT_K differ per GEMM.
+  // BLOCK_SIZE_K x element bytes = 128 for every tile of >= 64 rows: on sm_90a that is what
+  // selects the wgmma kernel (gemm_uses_wgmma); every 64/128-row winner in the data has it.
+  const int k128_bytes = 128 / bytes;  // 64 for bf16/fp16, 128 for fp8
   KernelConfig c;
-  // BLOCK_SIZE_M: the smallest tile holding an expert's expected slots, so little padding is
-  // computed. It depends on M and routing only, never on `down`: one alignment serves both.
-  c.BLOCK_SIZE_M = slots_per_expert <= 16 ? 16 : slots_per_expert <= 32 ? 32
-                 : slots_per_expert <= 96 ? 64 : 128;
-  // BLOCK_SIZE_K: 16-bit 64 elements (128-byte rows); fp8 128, one scale group, or the largest
-  // of 128/64/32 dividing block_k so a K-tile never straddles a scale group.
-  c.BLOCK_SIZE_K = shape.dtype == Dtype::fp8_w8a8 ? 128 : 64;
-  if (shape.dtype == Dtype::fp8_w8a8 && shape.block_shape) {
+  if (spe <= 8) {
+    // Decode (M = 1..256 measured): BLOCK_SIZE_M 16, GROUP_SIZE_M 1, 4 warps, both GEMMs. Every
+    // winner of every shape at M <= 256 is m16 g1; m32 lost everywhere (up +5..+24%, down
+    // +15..+75%), and so did BLOCK_SIZE_N 128 for down (+5..+92%).
+    c.BLOCK_SIZE_M = 16;
+    c.GROUP_SIZE_M = 1;
+    c.num_warps = 4;
+    c.BLOCK_SIZE_N = 64;
+    if (!down) {
+      // Up: n64 k128 s4 won M = 8..64 on all three shapes (bf16 M=256: tie with k64 s5, 0.3%).
+      // The data differs from the recommendation (n64) at fp8 M=256 (both shapes, both runs)
+      // and DeepSeek fp8 M=8 (prefetch run), where m16n128k128 w8 s5 was 1-4% ahead: within the
+      // run-to-run noise (~5%), while that config lost by 1-8% at M = 8..64 elsewhere; n64 stays.
+      c.BLOCK_SIZE_K = 128;
+      c.num_stages = 4;
+    } else {
+      // Down: n64 k64 s5 for every dtype. bf16: 22-56% ahead of k128 s4. fp8: it won 12 of the
+      // 16 fp8 (shape, M <= 256, run) cases; k128 s4 won Qwen M=1 in both runs (4.0 vs 4.3 us)
+      // and M=8 in the first run on both shapes (19.5 vs 19.9, 40.9 vs 41.0), all within 0.4 us
+      // and the M=8 ones reversed in the second run: no separate fp8 rule.
+      c.BLOCK_SIZE_K = 64;
+      c.num_stages = 5;
+    }
+  } else if (spe <= 64) {
+    // spe 32 (M=1024) measured: m64 n128 g8 w4 s4 won both GEMMs of every shape (fp8 s3 and s4
+    // within 1%); 16-bit k64, fp8 k128 (128-byte rows: wgmma). Not measured between spe 8 and
+    // 32: the band starts right above the last spe at which m16 won (M=256, spe 8).
+    c.BLOCK_SIZE_M = 64;
+    c.BLOCK_SIZE_N = 128;
+    c.BLOCK_SIZE_K = k128_bytes;
+    c.GROUP_SIZE_M = 8;
+    c.num_warps = 4;
+    c.num_stages = 4;
+  } else if (!fp8) {
+    // spe 128 (M=4096) bf16: up m128n128k64 g16 w8 s4 (next best +6%); down m128n256k64 g16 w8
+    // s3 (m64n128 +4%, m128n128 s4 +11%). fp16: same element width, same rule (not measured).
+    c.BLOCK_SIZE_M = 128;
+    c.BLOCK_SIZE_K = 64;
+    c.GROUP_SIZE_M = 16;
+    c.num_warps = 8;
+    c.BLOCK_SIZE_N = down ? 256 : 128;
+    c.num_stages = down ? 3 : 4;
+  } else {
+    // spe 128 fp8 block: m64 stays (every m128 fp8 config lost: +4..+18%), k128 g8 w4 s4; up
+    // n64 (first run: ahead by 2-8%; prefetch run: n64 and n128 within 1.5% either way, so the
+    // recommendation's n64 stands), down n128 (n64 +9..+15%). Per-tensor fp8 (not measured)
+    // takes the same tiles.
+    c.BLOCK_SIZE_M = 64;
+    c.BLOCK_SIZE_K = 128;
+    c.GROUP_SIZE_M = 8;
+    c.num_warps = 4;
+    c.num_stages = 4;
+    c.BLOCK_SIZE_N = down ? 128 : 64;
+  }
+
+  // Block fp8: a K-tile never straddles a scale group, so BLOCK_SIZE_K divides block_k (the
+  // largest of the band's depth, 64, 32 that does; off the wgmma path when block_k < 128), and
+  // BLOCK_SIZE_N divides block_n or is a multiple of it.
+  if (fp8 && shape.block_shape) {
     const int block_k = (*shape.block_shape)[1];
     while (c.BLOCK_SIZE_K > 32 && block_k % c.BLOCK_SIZE_K != 0) c.BLOCK_SIZE_K /= 2;
+    while (c.BLOCK_SIZE_N > 32 && !fits_block_n(shape, c.BLOCK_SIZE_N)) c.BLOCK_SIZE_N /= 2;
   }
-  // ...and no deeper than the reduction (a longer K-tile multiplies padding zeros), down to the
+  // No deeper than the reduction (a longer K-tile multiplies padding zeros), down to the
   // kernel's minimum row of 64 bytes.
-  const int min_block_k = 64 / weight_bytes(shape.dtype);
+  const int min_block_k = 64 / bytes;
   while (c.BLOCK_SIZE_K > min_block_k && c.BLOCK_SIZE_K > depth) c.BLOCK_SIZE_K /= 2;
-  // num_warps: 8 for 128-row tiles, to keep the accumulator per thread in registers; else 4.
-  c.num_warps = c.BLOCK_SIZE_M >= 128 ? 8 : 4;
-  // num_stages: small tiles are memory-bound and want loads in flight (4); big tiles 3.
-  c.num_stages = c.BLOCK_SIZE_M >= 128 ? 3 : 4;
-  // GROUP_SIZE_M: 1 while an expert fits one M-tile (no neighbour to share a weight tile with).
-  c.GROUP_SIZE_M = slots_per_active <= c.BLOCK_SIZE_M ? 1 : 16;
-  // Output tiles of the launch: M-tiles over the active experts times N-tiles.
-  const double m_tiles = active_experts * std::ceil(slots_per_active / c.BLOCK_SIZE_M);
-  auto tiles = [&](int BLOCK_SIZE_N) {
-    return m_tiles * static_cast<double>((cols + BLOCK_SIZE_N - 1) / BLOCK_SIZE_N);
-  };
-  // BLOCK_SIZE_N: 128, or 64 when 128-wide tiles cannot give every SM one.
-  c.BLOCK_SIZE_N = 128;
-  if (tiles(128) < gpu.sm_count && fits_block_n(shape, 64)) c.BLOCK_SIZE_N = 64;
-  // SPLIT_K: with fewer tiles than half the SMs, split the reduction (up to 4 ways) while each
-  // split keeps a whole number of K-tiles.
-  while (c.SPLIT_K < 4 && tiles(c.BLOCK_SIZE_N) * c.SPLIT_K < gpu.sm_count / 2.0 &&
-         depth % (2LL * c.SPLIT_K * c.BLOCK_SIZE_K) == 0) {
-    c.SPLIT_K *= 2;
+
+  // SPLIT_K, decode up only (down's reduction is N, short: split down lost, e.g. bf16 M=1 k64 s6
+  // SPLIT_K 4 14.3 us vs 5.0 unsplit). The largest of 8/4/2/1 such that the launch's blocks
+  // (M-tiles of the active experts x N-tiles x SPLIT_K) stay within a budget of 2 x SMs for
+  // 16-bit and 4 x SMs for fp8 (2 x SMs x 2/bytes), and every split keeps >= 3 whole K-tiles
+  // (equal splits). The recommendation said 2 x SMs for every dtype; the data disagrees for fp8:
+  // at M=1 (64 tiles) that gives SPLIT_K 4, but SPLIT_K 8 was faster on both fp8 shapes (Qwen
+  // 8.6 vs 9.0 us, DeepSeek 14.4 vs 16.2, both runs), while bf16 best is 4 (10.2 us; SPLIT_K 8
+  // 11.2-14.6). An fp8 K-tile row is half the bytes, so twice the blocks keep as many bytes in
+  // flight. At M=8 (459 Qwen tiles) this gives 1: measured best (SPLIT_K 2/4 +11..+30%).
+  if (!down && spe <= 8) {
+    const double m_tiles = active_experts * std::ceil(slots_per_active / c.BLOCK_SIZE_M);
+    const double tiles = m_tiles * static_cast<double>((cols + c.BLOCK_SIZE_N - 1) / c.BLOCK_SIZE_N);
+    const double budget = 2.0 * gpu.sm_count * (2.0 / bytes);
+    const long long k_tiles = (depth + c.BLOCK_SIZE_K - 1) / c.BLOCK_SIZE_K;
+    for (int s : {8, 4, 2}) {
+      if (tiles * s <= budget && k_tiles >= 3LL * s && depth % (1LL * s * c.BLOCK_SIZE_K) == 0) {
+        c.SPLIT_K = s;
+        break;
+      }
+    }
+    // num_stages 3 at SPLIT_K 8: the winner on both fp8 shapes at M=1 (Qwen's splits hold only
+    // 3 K-tiles, so a 4th stage has nothing to load); 4 stages at SPLIT_K 8 was not measured.
+    if (c.SPLIT_K == 8) c.num_stages = 3;
   }
-  // Fit shared memory: fewer stages first (down to 2), then narrower N-tiles, then shallower
-  // K-tiles, each step only to a tile the kernel accepts; BLOCK_SIZE_M stays, as the down GEMM
-  // must share it.
+
+  // Fit shared memory (e.g. the RTX PRO 6000's 101,376 B): fewer stages first (down to 2), then
+  // narrower N-tiles, then shallower K-tiles, each step only to a tile the kernel accepts;
+  // BLOCK_SIZE_M stays, as the other GEMM must share it.
   const ValidationTarget target{shape.dtype, shape.block_shape, &gpu};
   auto acceptable = [&](const KernelConfig& k) {
     return fits_block_n(shape, k.BLOCK_SIZE_N) && k.BLOCK_SIZE_N >= 32 && k.BLOCK_SIZE_K >= 32 &&
-           k.num_stages >= 2 && config::kernel_rule_violation(k, target) == nullptr;
+           k.num_stages >= 2 && config::kernel_rule_violation(k, target) == nullptr &&
+           (k.SPLIT_K == 1 || depth % (1LL * k.SPLIT_K * k.BLOCK_SIZE_K) == 0);
   };
   while (moetune_smem_bytes(c, target) > gpu.smem_per_block_bytes) {
     KernelConfig fewer_stages = c, narrower = c, shallower = c;
