@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "cli/commands.hpp"
 #include "cli/shape_json.hpp"
 #include "cli/tune_gpu.hpp"
+#include "cuda/context.hpp"
 #include "cuda/driver.hpp"
 #include "moetune/error.hpp"
 #include "moetune/tuner.hpp"
@@ -193,6 +195,8 @@ int run_tune_command(const GlobalOptions& g, const TuneCliOptions& o) {
     if (!cuda::gpu_available(&why)) {
       throw GpuUnavailable(why + "; `moetune tune --dry-run` plans the sweep without a GPU");
     }
+    // --gpus defaults to every visible GPU for a sweep (the dry run plans for one).
+    if (!given(o.gpus_opt)) t.gpus = std::max(1, cuda::device_count());
   }
   t.gpu = o.dry_run ? resolve_gpu(g) : resolve_local_gpu(g);  // a sweep measures this GPU
   check_dtype_on_gpu(t.shape, t.gpu);
@@ -217,7 +221,7 @@ Commands register_tune(CLI::App& app, const GlobalOptions& g) {
                        ->type_name("PROFILE");
   o->budget_opt =
       sub->add_option("--budget", o->budget, "wall-time cap, e.g. 5m, 1h30m")->type_name("TIME");
-  o->gpus_opt = sub->add_option("--gpus", o->gpus, "GPUs to use (default 1)")->type_name("N");
+  o->gpus_opt = sub->add_option("--gpus", o->gpus, "GPUs to use (default: all visible; the dry run plans for 1)")->type_name("N");
   sub->add_option("--out", o->out, "folder for the tables, sidecars, log and report (default .)")
       ->type_name("DIR");
   sub->add_option("--naming", o->naming, "table file names: sglang (default) or vllm")

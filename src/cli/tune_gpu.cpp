@@ -3,11 +3,16 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "cuda/context.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/jit.hpp"
 #include "cuda/kernel_sources.hpp"
+#include "cuda/nvml.hpp"
 #include "moetune/error.hpp"
 #include "moetune/gpu_spec.hpp"
 #include "tune/gpu_evaluator.hpp"
@@ -27,13 +32,35 @@ tune::TuneResult run_tune_on_gpus(tune::TuneOptions& t, tune::ProgressSink& prog
                      "not in moetune's spec table (the tuner's floors and limits need it)");
   }
   t.provenance.device_name = info.name;
-  t.provenance.driver_version = info.driver_version_string();
+  const std::string nvml_driver = cuda::nvml_driver_version();
+  t.provenance.driver_version =
+      nvml_driver.empty() || nvml_driver == "unknown" ? info.driver_version_string() : nvml_driver;
   t.provenance.cuda_version = info.driver_version_string();
   t.provenance.nvrtc_version = cuda::Jit::instance().nvrtc_version();
   t.provenance.kernel_source_hash = std::string(cuda::kernel_source_hash());
   tune::GpuEvaluatorOptions eo;
   eo.seed = t.seed;
-  tune::EvaluatorPool pool = tune::make_gpu_pool(t.shape, t.gpus, {"/proc/self/exe", "worker"}, eo);
+  const std::vector<std::string> worker_argv = {"/proc/self/exe", "worker"};
+  const char* visible_env = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible_env == nullptr || *visible_env == '\0') {
+    tune::EvaluatorPool pool = tune::make_gpu_pool(t.shape, t.gpus, worker_argv, eo);
+    return tune::run_tune(t, pool, progress);
+  }
+  // make_gpu_pool numbers GPUs 0..gpus-1; under CUDA_VISIBLE_DEVICES=2,3 worker g must see the
+  // g-th listed device instead.
+  std::vector<std::string> listed;
+  for (std::string_view rest = visible_env; !rest.empty();) {
+    const std::size_t comma = rest.find(',');
+    listed.emplace_back(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+  }
+  tune::EvaluatorPool pool;
+  for (int g = 0; g < t.gpus; ++g) {
+    tune::WorkerOptions w;
+    w.argv = worker_argv;
+    w.env["CUDA_VISIBLE_DEVICES"] = g < static_cast<int>(listed.size()) ? listed[g] : std::to_string(g);
+    pool.add(std::make_unique<tune::GpuEvaluator>(t.shape, w, eo));
+  }
   return tune::run_tune(t, pool, progress);
 }
 
