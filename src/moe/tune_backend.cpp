@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <map>
@@ -219,6 +220,15 @@ std::string compile_failure(const std::string& what) {
   return head;
 }
 
+// Compile threads: $MOETUNE_COMPILE_THREADS (the parent shares the cores among its workers),
+// else 0 (every core).
+int compile_threads() {
+  const char* env = std::getenv("MOETUNE_COMPILE_THREADS");
+  if (env == nullptr) return 0;
+  const int n = std::atoi(env);
+  return n > 0 ? n : 0;
+}
+
 constexpr std::size_t kMaxInputCopyBytes = std::size_t(64) << 20;
 
 }  // namespace
@@ -424,7 +434,10 @@ std::vector<tune::MeasureReply> GemmWorkerBackend::compile(
       out[i].reason = e.what();
     }
   }
-  if (!specs.empty()) impl_->builds.push_back(cuda::Jit::instance().compile_many_async(std::move(specs)));
+  if (!specs.empty()) {
+    impl_->builds.push_back(
+        cuda::Jit::instance().compile_many_async(std::move(specs), compile_threads()));
+  }
   return out;
 }
 

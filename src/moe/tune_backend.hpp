@@ -49,7 +49,8 @@ class GemmWorkerBackend : public tune::WorkerBackend {
 
   // {name, sm, sms, l2_bytes, driver, cuda, nvrtc, kernel_source_hash}.
   nlohmann::json hello() override;
-  // Starts compiling the configs' kernels in the background (Jit::compile_many_async) and
+  // Starts compiling the configs' kernels in the background (Jit::compile_many_async on
+  // $MOETUNE_COMPILE_THREADS threads, default every core) and
   // answers at once: "ok" for each, "pruned" for a config the kernel cannot run on the shape.
   std::vector<tune::MeasureReply> compile(const MoeShape& shape, tune::Stage stage,
                                           const std::vector<KernelConfig>& configs) override;
