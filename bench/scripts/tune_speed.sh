@@ -7,14 +7,15 @@
 # Build the binary first, here: cmake --build build-tgpu --target moetune && mkdir -p .devbin &&
 #   cp build-tgpu/src/cli/moetune .devbin/moetune
 # Usage: bench/scripts/tune_speed.sh [more `moetune tune` arguments, e.g. --batch 1,64,1024]
-# Env: OUT (default ./tune_speed_out), MOETUNE_BIN (default .devbin/moetune),
+# Env: OUT (default ./tune_speed_out), MOETUNE_BIN (default .devbin/moetune), TUNE_CACHE_DIR
+#      (the JIT cache both runs share, emptied first; default /tmp/moetune_tune_speed_cache),
 #      TUNE_RUN_TIMEOUT (seconds per run, default 145: both runs fit in 5 minutes).
 set -uo pipefail
 bin=${MOETUNE_BIN:-.devbin/moetune}
 out=${OUT:-$PWD/tune_speed_out}
 per_run=${TUNE_RUN_TIMEOUT:-145}
 mkdir -p "$out"
-cache="$out/jit_cache"
+cache=${TUNE_CACHE_DIR:-/tmp/moetune_tune_speed_cache}  # outside $OUT: not carried back
 rm -rf "$cache" "$out/tune" "$out/tune_warm"
 {
   date -u
