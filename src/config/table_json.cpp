@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config_keys.hpp"
+#include "model/config_view.hpp"
 #include "moetune/config.hpp"
 #include "moetune/error.hpp"
 
@@ -91,7 +92,7 @@ Json config_object(const KernelConfig& c) {
 KernelConfig parse_kernel_config(const nlohmann::json& j, std::vector<std::string>* unknown,
                                  const std::string& source) {
   if (!j.is_object()) {
-    throw InputError(source, j.dump(), "expected an object of config keys");
+    throw InputError(source, model::json_excerpt(j), "expected an object of config keys");
   }
   KernelConfig config;
   for (const auto& field : kConfigFields) {
@@ -102,7 +103,7 @@ KernelConfig parse_kernel_config(const nlohmann::json& j, std::vector<std::strin
       continue;
     }
     const std::optional<int> value = positive_int(*it);
-    if (!value) throw InputError(name, it->dump(), "must be a positive integer");
+    if (!value) throw InputError(name, model::json_excerpt(*it), "must be a positive integer");
     config.*field.member = *value;
   }
   for (const auto& [key, value] : j.items()) {
@@ -144,7 +145,8 @@ ParsedTable read_config_table(const std::filesystem::path& path) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number too large for a double ("1e999").
     throw InputError("config", path.string(), "invalid JSON: " + short_json_error(e.what()));
   }
   return parse_config_table(j, path.string());

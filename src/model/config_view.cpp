@@ -117,12 +117,45 @@ std::string read_string(const Field& f, const ConfigView& view) {
   return f.value->get<std::string>();
 }
 
-std::string value_text(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  std::string text = v.dump();
-  constexpr std::size_t kMaxChars = 60;  // one stderr line, not a dump of a sub-object
+namespace {
+
+constexpr std::size_t kMaxChars = 60;  // one stderr line, not a dump of a sub-object
+constexpr int kMaxDepth = 8;           // deeper containers print as [...] / {...}
+
+// Compact JSON as json::dump writes it, stopping once `out` passes kMaxChars (the caller cuts).
+void append_excerpt(const json& v, int depth, std::string& out) {
+  if (!v.is_structured()) {
+    out += v.dump();
+    return;
+  }
+  const bool array = v.is_array();
+  if (v.empty() || depth >= kMaxDepth) {
+    out += array ? (v.empty() ? "[]" : "[...]") : (v.empty() ? "{}" : "{...}");
+    return;
+  }
+  out += array ? '[' : '{';
+  bool first = true;
+  for (auto it = v.begin(); it != v.end() && out.size() <= kMaxChars; ++it) {
+    if (!first) out += ',';
+    first = false;
+    if (!array) out += json(it.key()).dump() + ":";
+    append_excerpt(it.value(), depth + 1, out);
+  }
+  out += array ? ']' : '}';
+}
+
+}  // namespace
+
+std::string json_excerpt(const json& v) {
+  std::string text;
+  append_excerpt(v, 0, text);
   if (text.size() > kMaxChars) text = text.substr(0, kMaxChars) + "...";
   return text;
+}
+
+std::string value_text(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  return json_excerpt(v);
 }
 
 }  // namespace moetune::model

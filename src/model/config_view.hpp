@@ -58,7 +58,11 @@ double read_number(const Field& f, const ConfigView& view);
 bool read_bool(const Field& f, const ConfigView& view);
 std::string read_string(const Field& f, const ConfigView& view);
 
-// A JSON value as a short text for messages: strings unquoted, everything else dumped.
+// A JSON value as a short text for messages: strings unquoted, everything else as JSON.
 std::string value_text(const nlohmann::json& v);
+// A JSON value as compact JSON (strings quoted), cut to about 60 characters with "...". Unlike
+// json::dump it never recurses deeper than a few levels, so a hostile, deeply nested value (the
+// parser accepts any depth) cannot overflow the stack.
+std::string json_excerpt(const nlohmann::json& v);
 
 }  // namespace moetune::model

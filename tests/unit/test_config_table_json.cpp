@@ -118,6 +118,23 @@ TEST(ConfigTableJson, ValueThatIsNotAPositiveIntegerNamesKeyAndValue) {
   }
 }
 
+// json::dump recurses once per level: formatting the message for a value nested 100,000 deep
+// overflowed the stack (a segfault instead of exit 2).
+TEST(ConfigTableJson, DeeplyNestedValueIsAShortInputError) {
+  // Built by moves: copying such a value recurses as deeply as dump did.
+  const std::string text = std::string(100000, '[') + std::string(100000, ']');
+  nlohmann::json table = nlohmann::json::object();
+  table["16"] = nlohmann::json::parse(text);
+  InputError e = parse_error(table);
+  EXPECT_EQ(e.field(), "config[16]");
+  EXPECT_LE(e.value().size(), 63u);
+  table["16"] = kEntry;
+  table["16"]["BLOCK_SIZE_N"] = nlohmann::json::parse(text);
+  e = parse_error(table);
+  EXPECT_EQ(e.field(), "config[16].BLOCK_SIZE_N");
+  EXPECT_EQ(e.value().rfind("[[[[", 0), 0u) << e.value();
+}
+
 TEST(ConfigTableJson, MissingClassicKeyIsAnErrorButSplitKDefaultsToOne) {
   for (const char* key : kClassicKeys) {
     nlohmann::json entry = kEntry;
@@ -161,6 +178,18 @@ TEST(ConfigTableJson, FileErrorsNameThePath) {
     EXPECT_EQ(e.field(), "config");
     EXPECT_EQ(e.value(), broken.string());
     EXPECT_EQ(e.reason().rfind("invalid JSON: ", 0), 0u) << e.reason();
+  }
+  // A number too large for a double is nlohmann's out_of_range, not parse_error: it escaped as
+  // an internal error (exit 1).
+  const fs::path overflow = dir.path() / "overflow.json";
+  std::ofstream(overflow) << R"({"1": {"BLOCK_SIZE_M": 1e999}})";
+  try {
+    read_config_table(overflow);
+    FAIL() << "no error for 1e999";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "config");
+    EXPECT_EQ(e.value(), overflow.string());
+    EXPECT_NE(e.reason().find("1e999"), std::string::npos) << e.reason();
   }
   const fs::path array = dir.path() / "array.json";
   std::ofstream(array) << "[1, 2]";

@@ -231,6 +231,23 @@ TEST(HfConfig, OddShapesStayInputErrors) {
   EXPECT_EQ(input_error([&] { parse_hf_config(odd, {}); }).field(), "model");  // no experts
 }
 
+// json::dump recurses once per level: a value nested 100,000 deep overflowed the stack while the
+// message was formatted (a segfault instead of exit 2). The parser itself accepts any depth.
+TEST(HfConfig, DeeplyNestedBadValueIsAShortInputError) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const char* key : {"num_experts", "quantization_config", "hidden_size"}) {
+    json c = tiny();
+    c[key] = json::parse(deep);
+    const InputError e = input_error([&] { parse_hf_config(c, {}); });
+    EXPECT_EQ(e.field(), key);
+    EXPECT_LE(e.value().size(), 63u) << e.value();
+    EXPECT_EQ(e.value().rfind("[[[[", 0), 0u) << e.value();
+  }
+  json c = tiny();
+  c["hidden_size"] = {{"a", {1, 2}}, {"b", "x"}};  // short values print as json::dump does
+  EXPECT_EQ(input_error([&] { parse_hf_config(c, {}); }).value(), R"({"a":[1,2],"b":"x"})");
+}
+
 TEST(HfConfig, SourceIsKept) {
   EXPECT_EQ(parse_hf_config(tiny(), {}, "some/config.json").source, "some/config.json");
 }
