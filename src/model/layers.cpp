@@ -104,6 +104,12 @@ LayerCount count_moe_layers(const ConfigView& view) {
   if (!layers) return {};
   LayerCount count;
   count.num_layers = read_positive(*layers, view);
+  // Layers are counted one by one; a value no model has (2^31 - 1) would take minutes.
+  constexpr int kMaxLayers = 1'000'000;
+  if (count.num_layers > kMaxLayers) {
+    throw InputError(layers->path, std::to_string(count.num_layers),
+                     fmt::format("more than {} layers (in {})", kMaxLayers, view.label()));
+  }
   const auto rules = read_rules(view, count.num_layers);
   for (int i = 0; i < count.num_layers; ++i) {
     bool moe = true;

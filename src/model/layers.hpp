@@ -22,7 +22,8 @@ struct LayerCount {
 //   moe_layer_end_index b          i <= b (-1: the last layer)              (ERNIE-4.5)
 //   moe_layer_interval v           (i + 1) % v == 0                         (ERNIE-4.5)
 // Start and end given per modality (lists, ERNIE-4.5-VL) take the widest range.
-// Throws InputError naming the field for a malformed rule, or when no layer is left.
+// Throws InputError naming the field for a malformed rule, when no layer is left, or for more
+// than 1,000,000 layers (counted one by one; no model comes near).
 LayerCount count_moe_layers(const ConfigView& view);
 
 }  // namespace moetune::model

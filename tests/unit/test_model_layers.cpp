@@ -1,4 +1,5 @@
 // MoE layer count: dense-first, every-k-th, listed and start/end/interval rules.
+#include <chrono>
 #include <fstream>
 #include <functional>
 #include <string>
@@ -118,6 +119,19 @@ TEST(Layers, BadRules) {
               moe_layers({{"first_k_dense_replace", 24}});
             }).field(),
             "num_hidden_layers");
+}
+
+TEST(Layers, AbsurdLayerCountIsRefusedNotCountedForMinutes) {
+  json c = json::parse(R"({"num_experts": 8, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 256, "hidden_size": 512, "decoder_sparse_step": 1})");
+  c["num_hidden_layers"] = 2147483647;
+  const auto t0 = std::chrono::steady_clock::now();
+  const InputError e = input_error([&] { parse_hf_config(c, {}); });
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 1.0);
+  EXPECT_EQ(e.field(), "num_hidden_layers");
+  EXPECT_EQ(e.value(), "2147483647");
+  c["num_hidden_layers"] = 1'000'000;  // the largest accepted
+  EXPECT_EQ(parse_hf_config(c, {}).moe_layers, 1'000'000);
 }
 
 TEST(Layers, UnknownLayerCount) {
