@@ -184,7 +184,10 @@ TEST(Stats, BootstrapIsFast) {
   compare(a, b);
   summarize(a);
   const double elapsed_s = cpu_s() - t0;
-  EXPECT_LT(elapsed_s, 0.1);  // both together; each well under 50 ms in a release build
+  // Both together take about 50 ms of CPU in a release build; 0.2 s leaves room for a busy
+  // core (CPU time of a thread sharing a core with others grows too) and still catches a
+  // bootstrap that became several times slower.
+  EXPECT_LT(elapsed_s, 0.2);
 }
 
 TEST(Stats, MedianRelStderr) {
