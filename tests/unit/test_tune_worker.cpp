@@ -102,7 +102,7 @@ while IFS= read -r line; do
     *'"op":"compile"'*) printf '{"id":%s,"ok":true,"results":[]}\n' "$id";;
     *'"op":"quit"'*) printf '{"id":%s,"ok":true}\n' "$id"; exit 0;;
     *'"BLOCK_SIZE_M":256'*) exit 1;;
-    *'"BLOCK_SIZE_M":128'*) sleep 3;;
+    *'"BLOCK_SIZE_M":128'*) exec sleep 30;;  # exec: the kill reaches the sleeper
     *'"op":"measure"'*) printf 'stray line\n{"id":%s,"ok":true,"status":"ok","times_s":[1e-05,1.2e-05]}\n' "$id";;
     *'"op":"check"'*) printf '{"id":%s,"ok":true,"passed":true,"rel_error":0.001}\n' "$id";;
   esac
@@ -115,7 +115,7 @@ TEST(WorkerClient, CrashAndHangCostOneCandidateEach) {
   w.env = {{"CUDA_VISIBLE_DEVICES", "0"}};
   w.start_timeout_s = 10;
   GpuEvaluatorOptions o;
-  o.measure_timeout_s = 0.5;
+  o.measure_timeout_s = 2.0;  // well above a loaded CI machine's sh + sed round trip
   GpuEvaluator ev(shape(), w, o);
   EXPECT_EQ(ev.device().at("name"), "Fake GPU");
   const KernelConfig ok1{16, 64, 128, 1, 4, 3, 1};
