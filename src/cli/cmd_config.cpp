@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "cli/commands.hpp"
+#include "cli/text.hpp"
 #include "moetune/config.hpp"
 #include "moetune/error.hpp"
 
@@ -24,18 +25,10 @@ ParsedTable read_table_noting_skips(const std::string& file) {
     throw InputError("config", file, "no batch-size keys: not a config table");
   }
   for (const std::string& key : t.skipped_keys) {
-    fmt::print(stderr, "moetune: note: {}: skipped the non-batch-size key \"{}\"\n", file, key);
+    fmt::print(stderr, "moetune: note: {}: skipped the non-batch-size key {}\n", shown(file),
+               json_quoted(key));
   }
   return t;
-}
-
-// The config in classic key order (then SPLIT_K when it is not 1), as tables are written.
-nlohmann::ordered_json config_json(const KernelConfig& c) {
-  nlohmann::ordered_json j{{"BLOCK_SIZE_M", c.BLOCK_SIZE_M}, {"BLOCK_SIZE_N", c.BLOCK_SIZE_N},
-                           {"BLOCK_SIZE_K", c.BLOCK_SIZE_K}, {"GROUP_SIZE_M", c.GROUP_SIZE_M},
-                           {"num_warps", c.num_warps},       {"num_stages", c.num_stages}};
-  if (c.SPLIT_K != 1) j["SPLIT_K"] = c.SPLIT_K;
-  return j;
 }
 
 std::string config_text(const KernelConfig& c) {
@@ -52,7 +45,9 @@ int run_lookup(const GlobalOptions& g, const ConfigOptions& o) {
   const int key = nearest_key(table, M);
   const KernelConfig& c = table.at(key);
   if (g.json) {
-    nlohmann::ordered_json j{{"key", key}, {"config", config_json(c)}};
+    // The library's JSON of the config, in the classic key order that tables are written in.
+    const auto written = nlohmann::ordered_json::parse(dump_config_table({{key, c}}));
+    nlohmann::ordered_json j{{"key", key}, {"config", written.at(std::to_string(key))}};
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -127,11 +122,50 @@ ResolvedTarget validation_target(const GlobalOptions& g, const std::string& file
   return r;
 }
 
+// The up/down sibling of a table file by name: "X.json" <-> "X_down.json" (DESIGN.md). Empty
+// when the name does not end in ".json".
+struct Sibling {
+  std::string file;
+  bool is_down = false;  // the sibling is the down table (the named file is the up table)
+};
+std::optional<Sibling> sibling_of(const std::string& file) {
+  constexpr std::string_view kDown = "_down.json", kJson = ".json";
+  const std::string_view name = file;
+  if (name.ends_with(kDown)) {
+    return Sibling{std::string(name.substr(0, name.size() - kDown.size())) + ".json", false};
+  }
+  if (name.ends_with(kJson)) {
+    return Sibling{std::string(name.substr(0, name.size() - kJson.size())) + "_down.json", true};
+  }
+  return std::nullopt;
+}
+
+constexpr std::string_view kSharedAlignmentRule = "up and down share one alignment";
+
 int run_validate(const GlobalOptions& g, const ConfigOptions& o) {
   ParsedTable table = read_table_noting_skips(o.file);
   ResolvedTarget rt = validation_target(g, o.file);
   ValidationTarget target{rt.dtype, rt.block_shape, &rt.gpu};
-  std::vector<Violation> violations = validate_table(table, target);
+
+  // One alignment serves both GEMMs: with its up/down sibling present, the pair is checked for
+  // the shared BLOCK_SIZE_M. The report covers the named file: its own violations and the
+  // pair's; the sibling's own are reported when it is validated itself.
+  std::optional<Sibling> sibling = sibling_of(o.file);
+  std::error_code ec;
+  if (sibling && !std::filesystem::is_regular_file(sibling->file, ec)) sibling.reset();
+  std::vector<Violation> violations;
+  if (!sibling) {
+    violations = validate_table(table, target);
+  } else {
+    const ParsedTable other = read_table_noting_skips(sibling->file);
+    const bool named_is_down = !sibling->is_down;
+    const std::vector<Violation> all =
+        named_is_down ? validate_table(other, target, &table) : validate_table(table, target, &other);
+    for (const Violation& v : all) {
+      const bool pair_rule = v.rule == kSharedAlignmentRule;
+      if (pair_rule || v.down == named_is_down) violations.push_back(v);
+    }
+  }
   const bool ok = violations.empty();
 
   if (g.json) {
@@ -150,16 +184,22 @@ int run_validate(const GlobalOptions& g, const ConfigOptions& o) {
           {"reference_smem_bytes", reference_smem_bytes(entry.config, target)},
           {"violations", vs}});
     }
-    fmt::print("{}\n", nlohmann::ordered_json{{"ok", ok}, {"entries", entries}}.dump(2));
+    // ASCII only: a key from the file holding U+2028 or NEL stays escaped (\u2028) in the output.
+    fmt::print("{}\n",
+               nlohmann::ordered_json{{"ok", ok}, {"entries", entries}}.dump(2, ' ', true));
     return ok ? 0 : kExitProblems;
   }
 
   std::string block = rt.block_shape ? fmt::format(" block_shape [{}, {}]", (*rt.block_shape)[0],
                                                    (*rt.block_shape)[1])
                                      : (rt.dtype == Dtype::fp8_w8a8 ? " per-tensor" : "");
-  fmt::print("{}: {} {}; target {} ({}{}, from {}), {} B shared memory per block\n", o.file,
+  fmt::print("{}: {} {}; target {} ({}{}, from {}), {} B shared memory per block\n", shown(o.file),
              table.entries.size(), table.entries.size() == 1 ? "entry" : "entries", rt.gpu.name,
              to_string(rt.dtype), block, rt.from, rt.gpu.smem_per_block_bytes);
+  if (sibling) {
+    fmt::print("checked with its {} table {}\n", sibling->is_down ? "down" : "up",
+               shown(sibling->file));
+  }
   fmt::print("{:>6}  {:<4}  {:>10}  {:>16}\n", "M", "", "smem_B", "reference_smem_B");
   int rejected = 0;
   for (const auto& [M, entry] : table.entries) {
@@ -171,7 +211,9 @@ int run_validate(const GlobalOptions& g, const ConfigOptions& o) {
                reference_smem_bytes(entry.config, target));
   }
   for (const Violation& v : violations) {
-    fmt::print("violation: M={} {}={} (limit {}): {}\n", v.M, v.key, v.value, v.limit, v.rule);
+    // Keys come from the file: escaped, so that no key can forge a line of this report.
+    fmt::print("violation: M={} {}={} (limit {}): {}\n", v.M, shown(v.key), shown(v.value),
+               one_line(v.limit), one_line(v.rule));
   }
   if (ok) {
     fmt::print("all {} entries valid\n", table.entries.size());

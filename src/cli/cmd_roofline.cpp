@@ -7,7 +7,6 @@
 #include "cli/commands.hpp"
 #include "cli/shape_json.hpp"
 #include "moetune/config.hpp"
-#include "moetune/error.hpp"
 #include "moetune/roofline.hpp"
 
 namespace moetune::cli {
@@ -24,13 +23,8 @@ int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
       !given(o.batch_opt) ? default_batch_sizes() : parse_batch_list("batch", o.batch);
   // Measured ceilings are this GPU's: they need it (exit 3 without one).
   Target t = o.measured_ceilings ? resolve_local_target(g) : resolve_target(g);
-  if (!o.measured_ceilings && !t.gpu.peak_flops(t.shape.dtype)) {
-    throw InputError("gpu", t.gpu.name,
-                     fmt::format("no dense {} peak known for this GPU (choose one with --gpu)",
-                                 to_string(t.shape.dtype)));
-  }
   const Ceilings c = o.measured_ceilings ? bench::measure_ceilings(0).for_dtype(t.shape.dtype)
-                                         : spec_ceilings(t.shape, t.gpu);
+                                         : spec_ceilings(t.shape, t.gpu);  // checks the peak
   std::vector<RooflineRow> rows = roofline(t.shape, c, batch);
   int crossover = crossover_M(t.shape, c);
 

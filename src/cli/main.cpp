@@ -11,26 +11,25 @@
 
 #include "cli/commands.hpp"
 #include "cli/options.hpp"
+#include "cli/text.hpp"
 #include "moetune/error.hpp"
 
 namespace {
 
-// Error text on one line: newlines and tabs become spaces, runs of spaces collapse.
-std::string one_line(const std::string& text) {
-  std::string out;
-  for (char ch : text) {
-    if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
-    if (ch == ' ' && (out.empty() || out.back() == ' ')) continue;
-    out.push_back(ch);
-  }
-  while (!out.empty() && out.back() == ' ') out.pop_back();
-  return out;
-}
+using moetune::cli::one_line;
 
-int fail(int code, const std::string& what) {
+// One stderr line: whatever the message holds (a path, a key, a value) is escaped by one_line.
+int fail(int code, std::string what) {
+  while (!what.empty() && (what.back() == '\n' || what.back() == ' ')) what.pop_back();
   std::fflush(stdout);
   std::fprintf(stderr, "moetune: error: %s\n", one_line(what).c_str());
   return code;
+}
+
+// `<field>=<value>: <reason>`, the value as cli::shown prints it: `""` when empty, JSON-quoted
+// when it holds a newline or another character that needs escaping, else bare.
+std::string input_error_text(const moetune::InputError& e) {
+  return one_line(e.field()) + "=" + moetune::cli::shown(e.value()) + ": " + e.reason();
 }
 
 // An exception escaping a thread (or noexcept) must still end in one line, not an abort dump.
@@ -107,7 +106,7 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const moetune::InputError& e) {
-    return fail(moetune::kExitBadInput, e.what());
+    return fail(moetune::kExitBadInput, input_error_text(e));
   } catch (const moetune::GpuUnavailable& e) {
     return fail(moetune::kExitNoGpu, std::string("no usable GPU: ") + e.what());
   } catch (const moetune::CudaError& e) {

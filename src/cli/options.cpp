@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 
@@ -44,7 +46,6 @@ int parse_positive_int(const std::string& field, const std::string& text) {
   const char* first = text.data();
   const char* last = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(first, last, v);
-  if (text.empty()) throw InputError(field, "\"\"", "expected a positive integer");
   if (ec == std::errc::result_out_of_range) throw InputError(field, text, "out of range");
   if (ec != std::errc() || ptr != last) {
     throw InputError(field, text, "expected a positive integer");
@@ -68,7 +69,11 @@ std::vector<int> parse_batch_list(const std::string& field, const std::string& t
 }
 
 std::string parse_dtype_option(const std::string& text) {
-  if (text == "auto") return text;
+  // Case-insensitive like the dtype names themselves (and the model loader's "auto").
+  std::string lower = text;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (lower == "auto") return lower;
   auto d = parse_dtype(text);
   if (!d) throw InputError("dtype", text, "expected auto, bf16, fp16 or fp8_w8a8");
   return std::string(to_string(*d));

@@ -39,7 +39,8 @@ void add_global_options(CLI::App& app, GlobalOptions& g);
 int parse_positive_int(const std::string& field, const std::string& text);
 // "1,8,64" -> {1, 8, 64}: positive integers, comma separated.
 std::vector<int> parse_batch_list(const std::string& field, const std::string& text);
-// "--dtype" value: auto or a dtype spelling; returns the canonical spelling.
+// "--dtype" value: auto or a dtype spelling, in any case; returns the canonical spelling
+// ("auto", "bf16", "fp16", "fp8_w8a8").
 std::string parse_dtype_option(const std::string& text);
 
 // --model/--tp/--ep/--dtype/overrides -> ModelOptions (the no---model default is TP4).
