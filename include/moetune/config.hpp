@@ -45,6 +45,13 @@ std::string config_file_name(const MoeShape& shape, const std::string& device_na
 // "x.json" -> "x.meta.json" (a name without ".json" gets ".meta.json" appended).
 std::string sidecar_name(const std::string& table_file_name);
 
+// The `shapes --json` object (DESIGN.md's keys, in its order): architecture, E, E_global, N, K,
+// topk, dtype, block_shape ([bn, bk] or null), tp, ep, routing {scoring, renormalize, n_group,
+// topk_group, routed_scaling_factor, correction_bias}, moe_layers, config_file {sglang, vllm}
+// (config_file_name for device_name). The one copy of that schema: `shapes`, `bench`, `profile`
+// and `tune --dry-run` all print this.
+nlohmann::ordered_json shape_json(const MoeShape& shape, const std::string& device_name);
+
 // --- JSON -------------------------------------------------------------------------------------
 // One parsed entry: unknown keys are kept in `unknown_keys` for validation to reject.
 struct ParsedEntry {

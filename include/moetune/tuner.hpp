@@ -54,7 +54,7 @@ struct TuneOptions {
   std::uint64_t seed = 0;
   bool write_report = true;         // Markdown + HTML report beside the tables
   // What `shapes --json` prints for this shape; the CLI sets it, plan's JSON embeds it as-is.
-  // When null, shape_to_json(shape, provenance.device_name or gpu.name) is used.
+  // When null, moetune::shape_json(shape, provenance.device_name or gpu.name) is used.
   nlohmann::json shape_json;
   Provenance provenance;
 
@@ -77,10 +77,6 @@ std::vector<int> parse_batch_list(std::string_view text);
 // spec defaults to 0. Field "serving" (or "serving.<key>" for a bad value).
 std::vector<int> serving_batch_sizes(std::string_view text);
 
-// The `shapes --json` subset the plan needs when the CLI gave none: architecture, E, E_global,
-// N, K, topk, dtype, block_shape, tp, ep, routing, moe_layers, config_file {sglang, vllm}.
-nlohmann::json shape_to_json(const MoeShape& shape, const std::string& device_name);
-
 // --- search space ---------------------------------------------------------------------------
 // Values of each key, JSON spelling; the classic 1,920 times moetune's own keys.
 struct SearchSpace {
@@ -90,7 +86,7 @@ struct SearchSpace {
   nlohmann::json to_json() const;       // {"BLOCK_SIZE_M": [16, ...], ...}
 };
 // BLOCK_SIZE_M {16..256} x BLOCK_SIZE_N {32..256} x BLOCK_SIZE_K {64,128,256} x GROUP_SIZE_M
-// {1,16,32,64} x num_warps {4,8} x num_stages {2..5} x SPLIT_K {1,2,4}.
+// {1,16,32,64} x num_warps {4,8} x num_stages {2..5} x SPLIT_K {1,2,4,8}: 7,680 per GEMM.
 const SearchSpace& default_space();
 
 // --- pruning and the plan -------------------------------------------------------------------
@@ -104,6 +100,9 @@ const SearchSpace& default_space();
 //   "dominated_by_model"              outside the top share by predicted time
 struct StagePlan {
   Stage stage = Stage::up;
+  // Configs considered: the search space, plus a forced config (the default, a warm-start seed)
+  // that is outside it. Always == candidates.size() + the sum of pruned.
+  long space = 0;
   std::vector<KernelConfig> candidates;  // ranked by predicted time, fastest first
   std::vector<double> predicted_s;       // same order
   std::map<std::string, long> pruned;    // reason -> count
@@ -111,7 +110,7 @@ struct StagePlan {
 };
 struct PlanRow {
   int M = 0;
-  long space = 0;       // every config of the space, both GEMMs
+  long space = 0;       // up.space + down.space: the space of both GEMMs (+ forced outsiders)
   long candidates = 0;  // left to measure after pruning, both GEMMs
   std::map<std::string, long> pruned;
   double estimated_s = 0;

@@ -13,30 +13,6 @@
 
 namespace moetune::tune {
 
-nlohmann::json shape_to_json(const MoeShape& shape, const std::string& device_name) {
-  nlohmann::json j;
-  j["architecture"] = shape.architecture;
-  j["E"] = shape.E;
-  j["E_global"] = shape.E_global;
-  j["N"] = shape.N;
-  j["K"] = shape.K;
-  j["topk"] = shape.topk;
-  j["dtype"] = std::string(to_string(shape.dtype));
-  j["block_shape"] = shape.block_shape ? nlohmann::json(*shape.block_shape) : nlohmann::json();
-  j["tp"] = shape.tp;
-  j["ep"] = shape.ep;
-  j["routing"] = {{"scoring", shape.routing.scoring},
-                  {"renormalize", shape.routing.renormalize},
-                  {"n_group", shape.routing.n_group},
-                  {"topk_group", shape.routing.topk_group},
-                  {"routed_scaling_factor", shape.routing.routed_scaling_factor},
-                  {"correction_bias", shape.routing.correction_bias}};
-  j["moe_layers"] = shape.moe_layers;
-  j["config_file"] = {{"sglang", config_file_name(shape, device_name, Naming::sglang)},
-                      {"vllm", config_file_name(shape, device_name, Naming::vllm)}};
-  return j;
-}
-
 namespace {
 
 std::string device_of(const TuneOptions& o) {
@@ -101,19 +77,20 @@ double estimate_stage_s(const StagePlan& p, const TuneOptions& o) {
 
 TunePlan plan(const TuneOptions& opts) {
   TunePlan p;
-  p.shape = opts.shape_json.is_null() ? shape_to_json(opts.shape, device_of(opts))
+  p.shape = opts.shape_json.is_null() ? nlohmann::json(shape_json(opts.shape, device_of(opts)))
                                       : opts.shape_json;
   p.batch = batch_of(opts);
-  const long space = 2L * static_cast<long>(default_space().size());
   for (int M : p.batch) {
     PlanRow row;
     row.M = M;
-    row.space = space;
     row.up = plan_stage(opts, M, Stage::up, std::nullopt);
     // Down follows the up choice's BLOCK_SIZE_M; before measuring, the model's best up config.
     const int block_m = row.up.candidates.empty() ? row.up.default_config.BLOCK_SIZE_M
                                                   : row.up.candidates.front().BLOCK_SIZE_M;
     row.down = plan_stage(opts, M, Stage::down, block_m);
+    // Both GEMMs' spaces: 2 x default_space().size(), plus any forced config (default,
+    // warm-start seed) outside it, which prune() counts in its stage's space.
+    row.space = row.up.space + row.down.space;
     row.candidates = long(row.up.candidates.size() + row.down.candidates.size());
     for (const StagePlan* s : {&row.up, &row.down}) {
       for (const auto& [reason, count] : s->pruned) row.pruned[reason] += count;

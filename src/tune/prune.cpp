@@ -57,6 +57,8 @@ StagePlan prune(const std::vector<KernelConfig>& space, const MoeShape& shape,
   StagePlan plan;
   plan.stage = stage;
   plan.default_config = default_config;
+  plan.space = static_cast<long>(space.size());
+  const std::set<KernelConfig> in_space(space.begin(), space.end());
   for (const char* r : {"block_k", "tile_rule", "smem"}) plan.pruned[r] = 0;
 
   std::map<KernelConfig, std::string> dropped;  // config -> the reason it was counted under
@@ -135,12 +137,18 @@ StagePlan prune(const std::vector<KernelConfig>& space, const MoeShape& shape,
     }
   }
   // The default and the seeds are measured even when validation or dedup dropped them (a
-  // default must be timed for the trust rule; an invalid one fails as a recorded result).
+  // default must be timed for the trust rule; an invalid one fails as a recorded result), and
+  // even when the space lacks them (e.g. the default's GROUP_SIZE_M 8): such a config joins this
+  // stage's space, so that space == candidates + sum(pruned) holds by construction.
   auto add_forced = [&](const KernelConfig& c) {
     if (kept.count(c)) return;
     if (o.block_m && c.BLOCK_SIZE_M != *o.block_m) return;
     // Counted once: as a candidate now, no longer under the reason it was dropped for.
-    if (auto it = dropped.find(c); it != dropped.end()) --plan.pruned[it->second];
+    if (auto it = dropped.find(c); it != dropped.end()) {
+      --plan.pruned[it->second];
+    } else if (!in_space.count(c)) {
+      ++plan.space;
+    }
     plan.candidates.push_back(c);
     plan.predicted_s.push_back(predicted_time_s(shape, gpu, M, stage, c));
     kept.insert(c);

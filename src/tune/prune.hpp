@@ -25,7 +25,10 @@ struct PruneOptions {
   std::vector<KernelConfig> always; // kept whatever the model says (default, warm-start seeds)
 };
 
-// Prunes `space` for one stage at M. Candidates come back ranked by predicted time.
+// Prunes `space` for one stage at M. Candidates come back ranked by predicted time. The default
+// and o.always are candidates whatever validation, dedup or the model say (down: only those with
+// o.block_m); one outside `space` is added to the plan's space, so that
+// plan.space == candidates.size() + sum(pruned) always.
 StagePlan prune(const std::vector<KernelConfig>& space, const MoeShape& shape,
                 const GpuSpec& gpu, int M, Stage stage, const KernelConfig& default_config,
                 const PruneOptions& o);

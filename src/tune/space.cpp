@@ -1,4 +1,5 @@
-// The search space: the classic 1,920 configs times moetune's own keys (SPLIT_K), per GEMM.
+// The search space: the classic 1,920 configs times moetune's own keys (SPLIT_K {1,2,4,8}: every
+// split the kernel and validate_config accept, and moetune's default uses 8 at decode), per GEMM.
 #include <stdexcept>
 #include <string>
 
@@ -63,7 +64,7 @@ const SearchSpace& default_space() {
       {"GROUP_SIZE_M", {1, 16, 32, 64}},
       {"num_warps", {4, 8}},
       {"num_stages", {2, 3, 4, 5}},
-      {"SPLIT_K", {1, 2, 4}},
+      {"SPLIT_K", {1, 2, 4, 8}},
   }};
   return space;
 }

@@ -48,19 +48,21 @@ TEST(Prune, H200Fp8BlockPrunesBlockK256ByBlockK) {
   for (int M : o.batch) {
     for (Stage stage : {Stage::up, Stage::down}) {
       const StagePlan p = plan_stage(o, M, stage, std::nullopt);
-      // A third of the 5,760 configs have BLOCK_SIZE_K 256 > block_k 128: every one is
+      // A third of the 7,680 configs have BLOCK_SIZE_K 256 > block_k 128: every one is
       // counted under block_k, whatever else is wrong with it.
-      EXPECT_EQ(p.pruned.at("block_k"), 1920) << M;
+      EXPECT_EQ(p.pruned.at("block_k"), 2560) << M;
       for (const KernelConfig& c : p.candidates) {
         EXPECT_NE(c.BLOCK_SIZE_K, 256);
         EXPECT_EQ(validation_reason(c, o.shape, o.gpu, M, stage), "") << M;
       }
-      // Every config of the space is either a candidate or counted once.
+      // Every config of the space is either a candidate or counted once; a default outside
+      // the space (e.g. GROUP_SIZE_M 8) joins this stage's space.
       const bool default_in_space = [&] {
         const auto all = default_space().configs();
         return std::find(all.begin(), all.end(), p.default_config) != all.end();
       }();
-      EXPECT_EQ(long(p.candidates.size()) + total(p.pruned), 5760 + (default_in_space ? 0 : 1));
+      EXPECT_EQ(p.space, 7680 + (default_in_space ? 0 : 1)) << M;
+      EXPECT_EQ(long(p.candidates.size()) + total(p.pruned), p.space) << M;
       // The default is always measured.
       EXPECT_NE(std::find(p.candidates.begin(), p.candidates.end(), p.default_config),
                 p.candidates.end());
@@ -130,6 +132,7 @@ TEST(Prune, WarmStartSeedsAreMeasuredEvenWhenTheModelWouldDropThem) {
   EXPECT_EQ(seeded.candidates.size(), plain.candidates.size() + 1);
   // Counted once: no longer under the reason it was dropped for (dominated or duplicate).
   EXPECT_EQ(total(seeded.pruned) + 1, total(plain.pruned));
+  EXPECT_EQ(seeded.space, plain.space);
   // Down keeps only seeds with the shared BLOCK_SIZE_M.
   KernelConfig other_bm = worst;
   other_bm.BLOCK_SIZE_M = worst.BLOCK_SIZE_M == 16 ? 32 : 16;
@@ -181,14 +184,77 @@ TEST(Plan, DryRunJsonKeysExactly) {
     std::set<std::string> rk;
     for (const auto& [k, v] : row.items()) rk.insert(k);
     EXPECT_EQ(rk, (std::set<std::string>{"M", "space", "candidates", "pruned"}));
-    EXPECT_EQ(row.at("space"), 11520);
+    EXPECT_EQ(row.at("space"), 15360);
     EXPECT_TRUE(row.at("candidates").is_number_integer());
     EXPECT_GT(row.at("candidates").get<long>(), 2);
-    EXPECT_LT(row.at("candidates").get<long>(), 11520 / 5);
-    EXPECT_EQ(row.at("pruned").at("block_k"), 3840);
+    EXPECT_LT(row.at("candidates").get<long>(), 15360 / 5);
+    EXPECT_EQ(row.at("pruned").at("block_k"), 5120);
+    long pruned = 0;
+    for (const auto& [reason, count] : row.at("pruned").items()) pruned += count.get<long>();
+    EXPECT_EQ(row.at("candidates").get<long>() + pruned, row.at("space").get<long>());
   }
   EXPECT_TRUE(j.at("estimated_seconds").is_number());
   EXPECT_GT(j.at("estimated_seconds").get<double>(), 1.0);
+}
+
+// space == candidates + sum(pruned), per stage and per row, for every M of the common 18.
+void expect_accounting_holds(const TuneOptions& o) {
+  const TunePlan p = plan(o);
+  ASSERT_EQ(p.batch, default_batch_sizes());
+  const auto all = default_space().configs();
+  const std::set<KernelConfig> space(all.begin(), all.end());
+  for (const PlanRow& r : p.rows) {
+    for (const StagePlan* s : {&r.up, &r.down}) {
+      EXPECT_EQ(long(s->candidates.size()) + total(s->pruned), s->space)
+          << "M=" << r.M << " " << to_string(s->stage);
+      // The space grows only by forced configs outside it (the default here: no seeds).
+      const long outside = space.count(s->default_config) ? 0 : 1;
+      EXPECT_EQ(s->space, long(all.size()) + outside) << "M=" << r.M << " " << to_string(s->stage);
+    }
+    EXPECT_EQ(r.space, r.up.space + r.down.space) << r.M;
+    EXPECT_EQ(r.candidates + total(r.pruned), r.space) << r.M;
+    const nlohmann::json row = to_json(p).at("plan").at(&r - p.rows.data());
+    long pruned = 0;
+    for (const auto& [reason, count] : row.at("pruned").items()) pruned += count.get<long>();
+    EXPECT_EQ(row.at("candidates").get<long>() + pruned, row.at("space").get<long>()) << r.M;
+  }
+}
+
+TEST(Plan, AccountingHoldsForTheDefaultModelOnH200) {
+  ModelOptions mo;
+  mo.tp = kDefaultTp;
+  TuneOptions o = options(load_model(kDefaultPreset, mo), "H200", {});
+  ASSERT_EQ(o.shape.dtype, Dtype::fp8_w8a8);
+  expect_accounting_holds(o);
+  // The default at M=1 (fp8 up: SPLIT_K 8) is inside the space: the row is exactly 2 x 7,680.
+  EXPECT_EQ(default_config(o, 1, Stage::up).SPLIT_K, 8);
+  EXPECT_EQ(plan_stage(o, 1, Stage::up).space, 7680);
+}
+
+TEST(Plan, AccountingHoldsForBf16MixtralTp2OnH200) {
+  ModelOptions mo;
+  mo.tp = 2;
+  mo.dtype = "bf16";
+  TuneOptions o = options(load_model("mixtral-8x7b", mo), "H200", {});
+  ASSERT_EQ(o.shape.dtype, Dtype::bf16);
+  expect_accounting_holds(o);
+}
+
+TEST(Plan, ForcedConfigOutsideTheSpaceJoinsTheSpace) {
+  const TuneOptions o = options(qwen_tp4(true), "H200", {64});
+  const StagePlan plain = plan_stage(o, 64, Stage::up, std::nullopt);
+  // GROUP_SIZE_M 8 is not among the classic {1, 16, 32, 64}.
+  KernelConfig outsider = plain.candidates.front();
+  outsider.GROUP_SIZE_M = 8;
+  const auto all = default_space().configs();
+  ASSERT_EQ(std::find(all.begin(), all.end(), outsider), all.end());
+  const StagePlan seeded = plan_stage(o, 64, Stage::up, std::nullopt, {outsider, outsider});
+  EXPECT_NE(std::find(seeded.candidates.begin(), seeded.candidates.end(), outsider),
+            seeded.candidates.end());
+  EXPECT_EQ(seeded.candidates.size(), plain.candidates.size() + 1);
+  EXPECT_EQ(seeded.space, plain.space + 1);
+  EXPECT_EQ(total(seeded.pruned), total(plain.pruned));
+  EXPECT_EQ(long(seeded.candidates.size()) + total(seeded.pruned), seeded.space);
 }
 
 TEST(Plan, ShapeJsonWhenTheCliGivesNone) {
@@ -198,6 +264,8 @@ TEST(Plan, ShapeJsonWhenTheCliGivesNone) {
   EXPECT_EQ(j.at("shape").at("block_shape"), nlohmann::json({128, 128}));
   EXPECT_EQ(j.at("shape").at("config_file").at("sglang"),
             "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json");
+  // The one `shapes --json` schema (moetune::shape_json), keys as sorted by nlohmann::json.
+  EXPECT_EQ(j.at("shape"), nlohmann::json(shape_json(o.shape, "NVIDIA H200")));
 }
 
 TEST(Plan, DefaultBatchSizesAndBudgetCap) {
