@@ -39,15 +39,19 @@ class CompileOnly(CliTestCase):
         self.assertExit(r, EXIT_OK)
         self.assertGreater(len(r.out.splitlines()), 5)
 
-    def test_compile_sm_90a(self):
-        r = run("kernels", "--compile-only", "--arch", "sm_90a", "--json", timeout=600)
-        self.assertExit(r, EXIT_OK)
-        j = r.json()
-        for key in ("arch", "kernels", "compiled", "from_cache", "failed", "wall_s", "failures"):
-            self.assertIn(key, j)
-        self.assertEqual(j["arch"], "sm_90a")
-        self.assertEqual(j["failed"], 0, j["failures"])
-        self.assertGreater(j["kernels"], 5)
+    def test_compile_sm_90a_and_sm_120(self):
+        # CI compiles the representative set for Hopper (wgmma) and consumer Blackwell (no wgmma).
+        for arch in ("sm_90a", "sm_120"):
+            with self.subTest(arch=arch):
+                r = run("kernels", "--compile-only", "--arch", arch, "--json", timeout=600)
+                self.assertExit(r, EXIT_OK)
+                j = r.json()
+                for key in ("arch", "kernels", "compiled", "from_cache", "failed", "wall_s",
+                            "failures"):
+                    self.assertIn(key, j)
+                self.assertEqual(j["arch"], arch)
+                self.assertEqual(j["failed"], 0, j["failures"])
+                self.assertGreater(j["kernels"], 5)
 
     def test_bad_arch(self):
         for arch in ("sm90", "hopper", ""):
