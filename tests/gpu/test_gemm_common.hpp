@@ -1,6 +1,7 @@
 // Shared pieces of the grouped-GEMM GPU tests (test_gemm_mma.cpp, test_gemm_speed.cpp): host
 // number formats, random routing, the alignment built on the host (SGLang moe_align_block_size
-// semantics), device problem sets, and the fp64 reference of one GEMM on sampled slots.
+// semantics), device problem sets, and the fp64 reference of one GEMM on sampled slots; with
+// tests/unit/gemm_test_util.hpp (make_shape, cfg).
 // No dependency on the moe stage: everything the GEMM reads is made here.
 #pragma once
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "cuda/device.hpp"
 #include "gemm/gemm.hpp"
 #include "moetune/model.hpp"
+#include "tests/unit/gemm_test_util.hpp"  // make_shape, cfg
 
 namespace moetune::gemm::testing {
 

@@ -25,29 +25,6 @@ struct Named {
   MoeShape shape;
 };
 
-MoeShape make_shape(int E, int N, int K, int topk, Dtype d, bool block) {
-  MoeShape s;
-  s.E = s.E_global = E;
-  s.N = N;
-  s.K = K;
-  s.topk = topk;
-  s.dtype = d;
-  if (block) s.block_shape = std::array<int, 2>{128, 128};
-  return s;
-}
-
-KernelConfig cfg(int bm, int bn, int bk, int g, int w, int st, int sk = 1) {
-  KernelConfig c;
-  c.BLOCK_SIZE_M = bm;
-  c.BLOCK_SIZE_N = bn;
-  c.BLOCK_SIZE_K = bk;
-  c.GROUP_SIZE_M = g;
-  c.num_warps = w;
-  c.num_stages = st;
-  c.SPLIT_K = sk;
-  return c;
-}
-
 std::vector<KernelConfig> configs_for(const MoeShape& s) {
   if (s.dtype == Dtype::fp8_w8a8)
     return {cfg(16, 64, 128, 1, 4, 4), cfg(16, 128, 128, 1, 4, 4, 2), cfg(32, 64, 64, 1, 4, 5, 3),

@@ -30,29 +30,6 @@ namespace {
 constexpr int kSets = 16;     // routing sets per graph (one call each)
 constexpr int kReplays = 15;  // timed replays (after one warm-up)
 
-MoeShape make_shape(int E, int N, int K, int topk, Dtype d, bool block) {
-  MoeShape s;
-  s.E = s.E_global = E;
-  s.N = N;
-  s.K = K;
-  s.topk = topk;
-  s.dtype = d;
-  if (block) s.block_shape = std::array<int, 2>{128, 128};
-  return s;
-}
-
-KernelConfig cfg(int bm, int bn, int bk, int g, int w, int st, int sk = 1) {
-  KernelConfig c;
-  c.BLOCK_SIZE_M = bm;
-  c.BLOCK_SIZE_N = bn;
-  c.BLOCK_SIZE_K = bk;
-  c.GROUP_SIZE_M = g;
-  c.num_warps = w;
-  c.num_stages = st;
-  c.SPLIT_K = sk;
-  return c;
-}
-
 std::string cfg_text(const KernelConfig& c) {
   return fmt::format("m{}n{}k{}_g{}_w{}_s{}_sk{}", c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K,
                      c.GROUP_SIZE_M, c.num_warps, c.num_stages, c.SPLIT_K);

@@ -14,35 +14,17 @@
 #include "gemm/gemm.hpp"
 #include "kernels/common/tile_math.cuh"
 #include "moetune/error.hpp"
+#include "gemm_test_util.hpp"
 
 namespace moetune::gemm {
 namespace {
 
 namespace tm = tile_math;
 
-MoeShape qwen_tp4(Dtype d, bool block) {
-  MoeShape s;
-  s.E = 256;
-  s.E_global = 256;
-  s.N = 256;
-  s.K = 3072;
-  s.topk = 8;
-  s.dtype = d;
-  if (block) s.block_shape = std::array<int, 2>{128, 128};
-  return s;
-}
+using testing::cfg;
+using testing::make_shape;
 
-KernelConfig cfg(int bm, int bn, int bk, int g, int w, int st, int sk = 1) {
-  KernelConfig c;
-  c.BLOCK_SIZE_M = bm;
-  c.BLOCK_SIZE_N = bn;
-  c.BLOCK_SIZE_K = bk;
-  c.GROUP_SIZE_M = g;
-  c.num_warps = w;
-  c.num_stages = st;
-  c.SPLIT_K = sk;
-  return c;
-}
+MoeShape qwen_tp4(Dtype d, bool block) { return make_shape(256, 256, 3072, 8, d, block); }
 
 TEST(GemmTileRules, AcceptsDecodeAndPrefillTiles) {
   EXPECT_EQ(tm::tile_rule_violation(16, 64, 128, 4, 4, 1, 2, 2), nullptr);
