@@ -1,6 +1,4 @@
 // parse_hf_config: field synonyms, text_config nesting, overrides and bad input.
-#include <fstream>
-#include <functional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -8,27 +6,14 @@
 
 #include "moetune/error.hpp"
 #include "moetune/model.hpp"
+#include "model_test_util.hpp"
 
 namespace moetune {
 namespace {
 
+using testing::input_error;
+using testing::model_config;
 using nlohmann::json;
-
-json model_config(const std::string& file) {
-  std::ifstream in(std::string(MOETUNE_TEST_DATA) + "/model_configs/" + file);
-  return json::parse(in);
-}
-
-// The InputError a call throws (a test failure if it throws nothing or something else).
-InputError input_error(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return InputError("", "", "");
-}
 
 // A small, complete MoE config to vary.
 json tiny() {

@@ -1,7 +1,5 @@
 // MoE layer count: dense-first, every-k-th, listed and start/end/interval rules.
 #include <chrono>
-#include <fstream>
-#include <functional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -9,15 +7,17 @@
 
 #include "moetune/error.hpp"
 #include "moetune/model.hpp"
+#include "model_test_util.hpp"
 
 namespace moetune {
 namespace {
 
+using testing::input_error;
+using testing::model_config;
 using nlohmann::json;
 
 MoeShape from_file(const std::string& file) {
-  std::ifstream in(std::string(MOETUNE_TEST_DATA) + "/model_configs/" + file);
-  return parse_hf_config(json::parse(in), {});
+  return parse_hf_config(model_config(file), {});
 }
 
 // A 24-layer MoE config plus `rules`.
@@ -26,16 +26,6 @@ int moe_layers(const json& rules) {
     "moe_intermediate_size": 256, "hidden_size": 512, "num_hidden_layers": 24})");
   c.update(rules);
   return parse_hf_config(c, {}).moe_layers;
-}
-
-InputError input_error(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return InputError("", "", "");
 }
 
 TEST(Layers, RealConfigs) {

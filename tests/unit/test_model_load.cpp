@@ -3,7 +3,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -11,28 +10,17 @@
 
 #include "moetune/error.hpp"
 #include "moetune/model.hpp"
+#include "model_test_util.hpp"
 
 namespace moetune {
 namespace {
 
+using testing::input_error;
+using testing::contains;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 const std::string kConfigs = std::string(MOETUNE_TEST_DATA) + "/model_configs/";
-
-InputError input_error(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return InputError("", "", "");
-}
-
-bool contains(const std::string& text, const std::string& word) {
-  return text.find(word) != std::string::npos;
-}
 
 // A fresh folder per test, removed afterwards.
 class LoadModel : public ::testing::Test {

@@ -1,6 +1,4 @@
 // TP/EP split and its refusals: N by tp, E by ep, fp8 blocks by the per-rank N and K.
-#include <fstream>
-#include <functional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -8,26 +6,14 @@
 
 #include "moetune/error.hpp"
 #include "moetune/model.hpp"
+#include "model_test_util.hpp"
 
 namespace moetune {
 namespace {
 
+using testing::input_error;
+using testing::model_config;
 using nlohmann::json;
-
-json model_config(const std::string& file) {
-  std::ifstream in(std::string(MOETUNE_TEST_DATA) + "/model_configs/" + file);
-  return json::parse(in);
-}
-
-InputError input_error(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return InputError("", "", "");
-}
 
 ModelOptions par(int tp, int ep) {
   ModelOptions o;

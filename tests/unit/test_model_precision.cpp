@@ -1,6 +1,4 @@
 // dtype and fp8 block shape: quantization_config, --dtype, --block-shape, refused methods.
-#include <fstream>
-#include <functional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -8,31 +6,16 @@
 
 #include "moetune/error.hpp"
 #include "moetune/model.hpp"
+#include "model_test_util.hpp"
 
 namespace moetune {
 namespace {
 
+using testing::input_error;
+using testing::model_config;
+using testing::contains;
 using nlohmann::json;
 using Block = std::array<int, 2>;
-
-json model_config(const std::string& file) {
-  std::ifstream in(std::string(MOETUNE_TEST_DATA) + "/model_configs/" + file);
-  return json::parse(in);
-}
-
-InputError input_error(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return InputError("", "", "");
-}
-
-bool contains(const std::string& text, const std::string& word) {
-  return text.find(word) != std::string::npos;
-}
 
 json tiny(json quant = nullptr) {
   json c = json::parse(R"({"num_experts": 8, "num_experts_per_tok": 2,

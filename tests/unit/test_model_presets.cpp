@@ -1,6 +1,5 @@
 // The embedded presets: names, content equal to the test data, all loadable.
 #include <algorithm>
-#include <fstream>
 #include <map>
 #include <string>
 
@@ -9,16 +8,13 @@
 
 #include "moetune/error.hpp"
 #include "moetune/model.hpp"
+#include "model_test_util.hpp"
 
 namespace moetune {
 namespace {
 
+using testing::model_config;
 using nlohmann::json;
-
-json model_config(const std::string& file) {
-  std::ifstream in(std::string(MOETUNE_TEST_DATA) + "/model_configs/" + file);
-  return json::parse(in);
-}
 
 bool has_preset(const std::string& name) {
   const auto names = preset_names();

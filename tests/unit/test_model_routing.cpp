@@ -1,6 +1,4 @@
 // Routing fields: scoring, renormalize, grouped top-k, scaling, correction bias.
-#include <fstream>
-#include <functional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -8,25 +6,17 @@
 
 #include "moetune/error.hpp"
 #include "moetune/model.hpp"
+#include "model_test_util.hpp"
 
 namespace moetune {
 namespace {
 
+using testing::input_error;
+using testing::model_config;
 using nlohmann::json;
 
 Routing routing_of(const std::string& file) {
-  std::ifstream in(std::string(MOETUNE_TEST_DATA) + "/model_configs/" + file);
-  return parse_hf_config(json::parse(in), {}).routing;
-}
-
-InputError input_error(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return InputError("", "", "");
+  return parse_hf_config(model_config(file), {}).routing;
 }
 
 json tiny() {
