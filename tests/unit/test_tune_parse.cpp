@@ -3,18 +3,12 @@
 
 #include "moetune/error.hpp"
 #include "moetune/tuner.hpp"
+#include "tune_test_util.hpp"
 
 namespace moetune::tune {
 namespace {
 
-std::string field_of(auto&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.field();
-  }
-  return "(no error)";
-}
+using testing::field_of;
 
 TEST(ParseBudget, Units) {
   EXPECT_DOUBLE_EQ(parse_budget("90s"), 90);

@@ -12,33 +12,19 @@
 #include "tune/cost_model.hpp"
 #include "tune/evaluator.hpp"
 #include "tune/record_log.hpp"
+#include "tune_test_util.hpp"
 
 namespace moetune::tune {
 namespace {
 
+using testing::field_of;
+
 std::filesystem::path temp_dir(const std::string& name) {
-  static std::atomic<int> counter{0};
-  const auto p =
-      std::filesystem::temp_directory_path() /
-      ("moetune_log_" + name + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p;
+  return testing::fresh_temp_dir("moetune_log_" + name);
 }
 
 TuneOptions options(const std::filesystem::path& out) {
-  TuneOptions o;
-  o.shape.E = o.shape.E_global = 256;
-  o.shape.N = 256;
-  o.shape.K = 3072;
-  o.shape.topk = 8;
-  o.shape.dtype = Dtype::fp8_w8a8;
-  o.shape.block_shape = std::array<int, 2>{128, 128};
-  o.gpu = require_gpu("H200");
-  o.batch = {1, 16};
-  o.out_dir = out;
-  o.provenance.kernel_source_hash = "abc123";
-  return o;
+  return testing::qwen_fp8_h200_options(out, {1, 16});
 }
 
 SyntheticOptions surface(const TuneOptions& o) {
@@ -56,15 +42,6 @@ std::vector<std::string> lines_of(const std::filesystem::path& p) {
   std::vector<std::string> out;
   for (std::string l; std::getline(in, l);) out.push_back(l);
   return out;
-}
-
-std::string field_of(auto&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.field();
-  }
-  return "(no error)";
 }
 
 TEST(RecordLog, OneLinePerMeasurementAfterAHeader) {

@@ -13,32 +13,17 @@
 #include "moetune/tuner.hpp"
 #include "tune/cost_model.hpp"
 #include "tune/evaluator.hpp"
+#include "tune_test_util.hpp"
 
 namespace moetune::tune {
 namespace {
 
 std::filesystem::path temp_dir(const std::string& name) {
-  static std::atomic<int> counter{0};
-  const auto p =
-      std::filesystem::temp_directory_path() /
-      ("moetune_tune_" + name + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p;
+  return testing::fresh_temp_dir("moetune_tune_" + name);
 }
 
 TuneOptions options(const std::filesystem::path& out, std::vector<int> batch) {
-  TuneOptions o;
-  o.shape.E = o.shape.E_global = 256;
-  o.shape.N = 256;
-  o.shape.K = 3072;
-  o.shape.topk = 8;
-  o.shape.dtype = Dtype::fp8_w8a8;
-  o.shape.block_shape = std::array<int, 2>{128, 128};
-  o.gpu = require_gpu("H200");
-  o.batch = std::move(batch);
-  o.out_dir = out;
-  o.provenance.kernel_source_hash = "abc123";
+  TuneOptions o = testing::qwen_fp8_h200_options(out, std::move(batch));
   o.provenance.moetune_version = "0.1.0";
   o.seed = 42;
   return o;
