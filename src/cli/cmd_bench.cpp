@@ -13,9 +13,7 @@ namespace moetune::cli {
 namespace {
 
 struct BenchCliOptions {
-  std::string config, vs;
-  const CLI::Option* config_opt = nullptr;
-  const CLI::Option* vs_opt = nullptr;
+  ConfigCliOption config, vs;
   MeasureCliOptions measure;
 };
 
@@ -76,9 +74,9 @@ void print_rows(const std::string& label, const std::vector<moe::LayerBenchRow>&
 
 int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
   moe::BenchOptions opts = bench_options(o.measure);  // parses --batch before any GPU work
-  Tables a = given(o.config_opt) ? read_tables(o.config) : Tables{{}, {}, "default"};
+  Tables a = tables_of(o.config);
   std::optional<Tables> b;
-  if (given(o.vs_opt)) b = read_tables(o.vs);
+  if (given(o.vs.opt)) b = read_tables(o.vs.file);
   Target t = resolve_local_target(g);
   add_measured_ceilings(o.measure, opts);
 
@@ -131,18 +129,13 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
 
 Commands register_bench(CLI::App& app, const GlobalOptions& g) {
   auto o = std::make_shared<BenchCliOptions>();
-  CLI::App* sub = app.add_subcommand(
-      "bench",
+  return tables_command(
+      app, "bench",
       "per-M latency with 95% CI, GB/s, TFLOP/s, % of floor; --vs: faster / slower / "
-      "within noise");
-  o->config_opt = sub->add_option("--config", o->config,
-                                  "config table (default: moetune's defaults); its "
-                                  "_down sibling is used when present")
-                      ->type_name("FILE");
-  o->vs_opt =
-      sub->add_option("--vs", o->vs, "a second table to compare against")->type_name("FILE2");
-  add_measure_options(*sub, o->measure);
-  return {{sub, [&g, o] { return run_bench(g, *o); }}};
+      "within noise",
+      o->config,
+      "config table (default: moetune's defaults); its _down sibling is used when present",
+      &o->vs, o->measure, [&g, o] { return run_bench(g, *o); });
 }
 
 }  // namespace moetune::cli

@@ -13,14 +13,13 @@ namespace moetune::cli {
 namespace {
 
 struct ProfileCliOptions {
-  std::string config;
-  const CLI::Option* config_opt = nullptr;
+  ConfigCliOption config;
   MeasureCliOptions measure;
 };
 
 int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
   moe::BenchOptions opts = bench_options(o.measure);
-  Tables tables = given(o.config_opt) ? read_tables(o.config) : Tables{{}, {}, "default"};
+  Tables tables = tables_of(o.config);
   Target t = resolve_local_target(g);
   add_measured_ceilings(o.measure, opts);
   FusedMoe moe(t.shape, t.gpu, tables.up, tables.down);
@@ -83,16 +82,12 @@ int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
 
 Commands register_profile(CLI::App& app, const GlobalOptions& g) {
   auto o = std::make_shared<ProfileCliOptions>();
-  CLI::App* sub = app.add_subcommand(
-      "profile",
+  return tables_command(
+      app, "profile",
       "per-stage time (routing, align, quant, GEMM1, act, GEMM2, reduce) against each "
-      "stage's floor");
-  o->config_opt = sub->add_option("--config", o->config,
-                                  "config table (default: moetune's "
-                                  "defaults)")
-                      ->type_name("FILE");
-  add_measure_options(*sub, o->measure);
-  return {{sub, [&g, o] { return run_profile(g, *o); }}};
+      "stage's floor",
+      o->config, "config table (default: moetune's defaults)", nullptr, o->measure,
+      [&g, o] { return run_profile(g, *o); });
 }
 
 }  // namespace moetune::cli

@@ -22,6 +22,23 @@ Tables read_tables(const std::string& file) {
   return t;
 }
 
+Commands tables_command(CLI::App& app, const std::string& name, const std::string& description,
+                        ConfigCliOption& config, const std::string& config_help,
+                        ConfigCliOption* vs, MeasureCliOptions& measure, std::function<int()> run) {
+  CLI::App* sub = app.add_subcommand(name, description);
+  config.opt = sub->add_option("--config", config.file, config_help)->type_name("FILE");
+  if (vs) {
+    vs->opt =
+        sub->add_option("--vs", vs->file, "a second table to compare against")->type_name("FILE2");
+  }
+  add_measure_options(*sub, measure);
+  return {{sub, std::move(run)}};
+}
+
+Tables tables_of(const ConfigCliOption& config) {
+  return given(config.opt) ? read_tables(config.file) : Tables{{}, {}, "default"};
+}
+
 void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
   o.batch_opt = sub.add_option("--batch", o.batch, "batch sizes (default 1,8,64,256,1024,4096)")
                     ->type_name("M,...");

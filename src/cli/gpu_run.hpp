@@ -17,6 +17,14 @@ struct Tables {
 // FILE as the up table; "<FILE without .json>_down.json" as the down table when it exists.
 Tables read_tables(const std::string& file);
 
+// --config FILE (or --vs FILE2).
+struct ConfigCliOption {
+  std::string file;
+  const CLI::Option* opt = nullptr;
+};
+// read_tables(--config), or moetune's defaults (label "default") without --config.
+Tables tables_of(const ConfigCliOption& config);
+
 struct MeasureCliOptions {
   std::string batch;
   const CLI::Option* batch_opt = nullptr;
@@ -28,5 +36,11 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o);
 moe::BenchOptions bench_options(const MeasureCliOptions& o);
 // With --measured-ceilings: measures the local ceilings (or reads their cache). Needs a GPU.
 void add_measured_ceilings(const MeasureCliOptions& o, moe::BenchOptions& b);
+
+// The subcommand `name` (bench, profile) with, in this order, --config (help: config_help),
+// --vs FILE2 when vs is not null, and the measure options; `run` is its action.
+Commands tables_command(CLI::App& app, const std::string& name, const std::string& description,
+                        ConfigCliOption& config, const std::string& config_help,
+                        ConfigCliOption* vs, MeasureCliOptions& measure, std::function<int()> run);
 
 }  // namespace moetune::cli
