@@ -132,28 +132,6 @@ void make_bench_sets(const FusedMoe& moe, std::int64_t M, int rotation, std::siz
   }
 }
 
-BenchRun::BenchRun(const FusedMoe& moe_, const GpuSpec& gpu, const BenchOptions& opts_)
-    : moe(moe_), opts(opts_), spec(spec_ceilings(moe_.shape(), gpu)) {
-  if (opts.measured) meas = opts.measured->for_dtype(moe.shape().dtype);
-  make_bench_weights(moe, opts.seed, d);
-}
-
-bench::MeasureOptions BenchRun::sets_for(std::int64_t M) {
-  make_bench_sets(moe, M, opts.hot ? 1 : opts.rotation, opts.max_set_bytes, opts.seed + M, d,
-                  stream);
-  stream.synchronize();
-  bench::MeasureOptions mo = opts.measure;
-  mo.hot = opts.hot || d.sets.size() < 2;
-  mo.rotation = static_cast<int>(d.sets.size());
-  return mo;
-}
-
-void BenchRun::forward(CUstream st, int i) const {
-  const BenchSet& b = set(i);
-  moe.forward(b.inputs, d.weights, reinterpret_cast<void*>(b.out.ptr()),
-              reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), st);
-}
-
 StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool router_logits) {
   const double m = double(M), slots = m * s.topk;
   const double local = slots * double(s.E) / s.E_global;  // slots on this rank
@@ -197,14 +175,29 @@ StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool rou
 std::vector<LayerBenchRow> layer_bench(const FusedMoe& moe, const GpuSpec& gpu,
                                        const BenchOptions& opts) {
   const MoeShape& s = moe.shape();
-  BenchRun run(moe, gpu, opts);
+  const Ceilings spec = spec_ceilings(s, gpu);
+  std::optional<Ceilings> meas;
+  if (opts.measured) meas = opts.measured->for_dtype(s.dtype);
+  cuda::Stream stream;
+  BenchData d;
+  make_bench_weights(moe, opts.seed, d);
   std::vector<LayerBenchRow> rows;
   for (std::int64_t M : opts.batch) {
-    const bench::MeasureOptions mo = run.sets_for(M);  // one set only: hot (row.hot says so)
-    auto layer = [&](CUstream st, int i) { run.forward(st, i); };
+    make_bench_sets(moe, M, opts.hot ? 1 : opts.rotation, opts.max_set_bytes, opts.seed + M, d,
+                    stream);
+    stream.synchronize();
+    bench::MeasureOptions mo = opts.measure;
+    mo.hot = opts.hot;
+    mo.rotation = static_cast<int>(d.sets.size());
+    if (!opts.hot && mo.rotation < 2) mo.hot = true;  // one set only: say so (row.hot)
+    auto layer = [&](CUstream st, int i) {
+      const BenchSet& b = d.sets[i % d.sets.size()];
+      moe.forward(b.inputs, d.weights, reinterpret_cast<void*>(b.out.ptr()),
+                  reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), st);
+    };
     auto phase = [&](CUstream st, int i) {
-      const BenchSet& b = run.set(i);
-      moe.enqueue_gemm_phase(b.inputs, run.d.weights, reinterpret_cast<void*>(b.workspace.ptr()),
+      const BenchSet& b = d.sets[i % d.sets.size()];
+      moe.enqueue_gemm_phase(b.inputs, d.weights, reinterpret_cast<void*>(b.workspace.ptr()),
                              b.workspace.bytes(), st);
     };
     const bench::Samples ls = bench::measure(layer, mo);
@@ -220,7 +213,7 @@ std::vector<LayerBenchRow> layer_bench(const FusedMoe& moe, const GpuSpec& gpu,
     r.layer_s = ls.kept_s();
     r.gemm_phase_s = ps.kept_s();
     r.clock = ls.clock;
-    r.roofline = roofline_row(s, run.spec, static_cast<int>(M));
+    r.roofline = roofline_row(s, spec, static_cast<int>(M));
     const double floor_s = r.roofline.floor_us * 1e-6;
     if (r.layer.median_s > 0) {
       r.layer_GBps = r.roofline.bytes / r.layer.median_s / 1e9;
@@ -228,8 +221,8 @@ std::vector<LayerBenchRow> layer_bench(const FusedMoe& moe, const GpuSpec& gpu,
       r.pct_floor = 100.0 * floor_s / r.layer.median_s;
     }
     if (r.gemm_phase.median_s > 0) r.gemm_phase_pct_floor = 100.0 * floor_s / r.gemm_phase.median_s;
-    if (run.meas) {
-      r.floor_measured_us = roofline_row(s, *run.meas, static_cast<int>(M)).floor_us;
+    if (meas) {
+      r.floor_measured_us = roofline_row(s, *meas, static_cast<int>(M)).floor_us;
       if (r.layer.median_s > 0)
         r.pct_floor_measured = 100.0 * r.floor_measured_us * 1e-6 / r.layer.median_s;
     }

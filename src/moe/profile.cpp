@@ -8,10 +8,20 @@ namespace moetune::moe {
 
 std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const BenchOptions& opts) {
   const MoeShape& s = moe.shape();
-  BenchRun run(moe, gpu, opts);
+  const Ceilings spec = spec_ceilings(s, gpu);
+  std::optional<Ceilings> meas;
+  if (opts.measured) meas = opts.measured->for_dtype(s.dtype);
+  cuda::Stream stream;
+  BenchData d;
+  make_bench_weights(moe, opts.seed, d);
   std::vector<ProfileRow> rows;
   for (std::int64_t M : opts.batch) {
-    const bench::MeasureOptions mo = run.sets_for(M);
+    make_bench_sets(moe, M, opts.hot ? 1 : opts.rotation, opts.max_set_bytes, opts.seed + M, d,
+                    stream);
+    stream.synchronize();
+    bench::MeasureOptions mo = opts.measure;
+    mo.hot = opts.hot || d.sets.size() < 2;
+    mo.rotation = static_cast<int>(d.sets.size());
     ProfileRow row;
     row.M = M;
     row.up = moe.up_config(M);
@@ -24,15 +34,13 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       const StageCost c = stage_cost(s, st, M, true);
       t.bytes = c.bytes;
       t.flops = c.flops;
-      t.floor_s = std::max(c.bytes / run.spec.bandwidth_Bps, c.flops / run.spec.peak_flops);
-      if (run.meas)
-        t.floor_measured_s =
-            std::max(c.bytes / run.meas->bandwidth_Bps, c.flops / run.meas->peak_flops);
+      t.floor_s = std::max(c.bytes / spec.bandwidth_Bps, c.flops / spec.peak_flops);
+      if (meas) t.floor_measured_s = std::max(c.bytes / meas->bandwidth_Bps, c.flops / meas->peak_flops);
       t.runs = !(st == MoeStage::quant && s.dtype != Dtype::fp8_w8a8);
       if (t.runs) {
         auto fn = [&](CUstream strm, int i) {
-          const BenchSet& b = run.set(i);
-          moe.enqueue_stage(st, b.inputs, run.d.weights, reinterpret_cast<void*>(b.out.ptr()),
+          const BenchSet& b = d.sets[i % d.sets.size()];
+          moe.enqueue_stage(st, b.inputs, d.weights, reinterpret_cast<void*>(b.out.ptr()),
                             reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), strm);
         };
         const bench::Samples smp = bench::measure(fn, mo);
@@ -47,7 +55,11 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       }
       row.stages.push_back(t);
     }
-    auto layer = [&](CUstream strm, int i) { run.forward(strm, i); };
+    auto layer = [&](CUstream strm, int i) {
+      const BenchSet& b = d.sets[i % d.sets.size()];
+      moe.forward(b.inputs, d.weights, reinterpret_cast<void*>(b.out.ptr()),
+                  reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), strm);
+    };
     row.layer = bench::measure(layer, mo).summary();
     rows.push_back(std::move(row));
   }
