@@ -21,6 +21,7 @@
 #include "moe/stages.hpp"
 #include "moetune/error.hpp"
 #include "moetune/fused_moe.hpp"
+#include "moetune/model.hpp"
 
 namespace moetune::moe {
 namespace {
@@ -182,41 +183,17 @@ int CheckReport::failures() const {
       std::count_if(results.begin(), results.end(), [](const CheckResult& r) { return !r.ok; }));
 }
 
+// Built from the embedded presets, so `check` tests exactly what `--model <preset>` gives a user
+// (one source for E, N, K, topk and routing).
 std::vector<CheckShape> anchor_check_shapes() {
-  std::vector<CheckShape> v;
-  MoeShape q;
-  q.architecture = "Qwen3_5MoeForConditionalGeneration";
-  q.E = q.E_global = 256;
-  q.N = 256;
-  q.K = 3072;
-  q.topk = 8;
-  q.tp = 4;
-  q.source = "qwen3.5-122b-a10b";
-  v.push_back({"qwen3.5-122b tp4", q, 0});
-  MoeShape d;
-  d.architecture = "DeepseekV3ForCausalLM";
-  d.E = d.E_global = 256;
-  d.N = 256;
-  d.K = 7168;
-  d.topk = 8;
-  d.tp = 8;
-  d.routing.scoring = "sigmoid";
-  d.routing.n_group = 8;
-  d.routing.topk_group = 4;
-  d.routing.routed_scaling_factor = 2.5;
-  d.routing.correction_bias = true;
-  d.source = "deepseek-v3";
-  v.push_back({"deepseek-v3 tp8", d, 0});
-  MoeShape m;
-  m.architecture = "MixtralForCausalLM";
-  m.E = m.E_global = 8;
-  m.N = 7168;
-  m.K = 4096;
-  m.topk = 2;
-  m.tp = 2;
-  m.source = "mixtral-8x7b";
-  v.push_back({"mixtral-8x7b tp2", m, 0});
-  return v;
+  auto preset = [](const char* name, int tp) {
+    ModelOptions o;
+    o.tp = tp;
+    return load_model(name, o);
+  };
+  return {{"qwen3.5-122b tp4", preset("qwen3.5-122b-a10b", 4), 0},
+          {"deepseek-v3 tp8", preset("deepseek-v3", 8), 0},
+          {"mixtral-8x7b tp2", preset("mixtral-8x7b", 2), 0}};
 }
 
 MoeShape with_dtype_variant(const MoeShape& shape, const std::string& variant) {
