@@ -13,11 +13,20 @@
 // group, fence.proxy.async, barrier, issue the next tile's loads, wgmma over the tile's k-steps
 // (32 bytes each), commit; with num_stages >= 3 one wgmma group stays in flight (see kPipelined).
 //
+// Block fp8 with long reductions (tile_math::gemm_wgmma_warp_specialized) is warp-specialized
+// instead: each tile's partial sum must be complete before it is
+// folded with its scales, so a block-wide barrier per tile would idle the tensor cores through
+// every fold. One extra producer warpgroup (tile_math::kWgmmaProducerThreads) copies the tiles
+// with cp.async and announces each on the slot's `full` mbarrier (after its own wait and
+// fence.proxy.async); the num_warps consumer warps wait on `full`, run the tile's wgmmas, free the
+// slot on its `empty` mbarrier and fold while the other consumer warpgroups' MMAs run.
+//
 // Chosen by src/gemm for arch sm_90a when tile_math::gemm_wgmma_eligible(config) holds.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "common/mbarrier.cuh"
 #include "common/ptx.cuh"
 #include "common/tile_math.cuh"
 #include "common/wgmma.cuh"
@@ -38,7 +47,10 @@ template <int STAGE,          // tile_math::kStageUp (w13) or kStageDown (w2, ti
           int num_warps,      // warps per block
           int num_stages,     // cp.async ring depth (num_stages - 1 K-tiles in flight)
           int SPLIT_K>        // blocks sharing one output tile's reduction (gridDim.y)
-__global__ void __launch_bounds__(num_warps * 32)
+__global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
+    num_warps, tile_math::gemm_wgmma_warp_specialized(DTYPE == tile_math::kDtypeFp8Block,
+                                                      STAGE == tile_math::kStageUp ? K : N,
+                                                      BLOCK_SIZE_K, SPLIT_K)))
     moe_gemm_wgmma(const void* __restrict__ a, const float* __restrict__ a_scale,
                  const void* __restrict__ w, const float* __restrict__ w_scale,
                  void* __restrict__ out, const float* __restrict__ topk_weights,
@@ -52,7 +64,12 @@ __global__ void __launch_bounds__(num_warps * 32)
   constexpr int kBytes = kFp8 ? 1 : 2;                   // element size of a and w
   constexpr int N_OUT = kUp ? 2 * N : K;                 // output columns
   constexpr int K_RED = kUp ? K : N;                     // reduction length
-  constexpr int kThreads = num_warps * 32;
+  constexpr int kThreads = num_warps * 32;               // MMA (consumer) threads
+  // Warp-specialized (block fp8, long K): a producer warpgroup after the consumers does every copy.
+  constexpr bool kWarpSpecialized =
+      gemm_wgmma_warp_specialized(kBlockScale, K_RED, BLOCK_SIZE_K, SPLIT_K);
+  constexpr int kBlockThreads = gemm_wgmma_block_threads(num_warps, kWarpSpecialized);
+  constexpr int kLoaders = kWarpSpecialized ? kWgmmaProducerThreads : kThreads;
   constexpr int kRowBytes = BLOCK_SIZE_K * kBytes;       // one tile row in shared memory
   constexpr int kChunks = kRowBytes / 16;                // 16-byte chunks per tile row
   constexpr int kKSteps = kRowBytes / 32;                // MMA k-steps per tile (k16 / fp8 k32)
@@ -69,8 +86,8 @@ __global__ void __launch_bounds__(num_warps * 32)
   constexpr int kATile = BLOCK_SIZE_M * kRowBytes;
   constexpr int kStageBytes = gemm_smem_stage_bytes(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K,
                                                     kBytes, kBytes);
-  constexpr int kAIters = (BLOCK_SIZE_M * kChunks + kThreads - 1) / kThreads;
-  constexpr int kBIters = (BLOCK_SIZE_N * kChunks + kThreads - 1) / kThreads;
+  constexpr int kAIters = (BLOCK_SIZE_M * kChunks + kLoaders - 1) / kLoaders;
+  constexpr int kBIters = (BLOCK_SIZE_N * kChunks + kLoaders - 1) / kLoaders;
   constexpr bool kKTail = K_RED % BLOCK_SIZE_K != 0;
   constexpr bool kNTail = N_OUT % BLOCK_SIZE_N != 0;
   constexpr int kSBN = SCALE_BLOCK_N > 0 ? SCALE_BLOCK_N : 1;  // safe divisors when not block fp8
@@ -103,6 +120,10 @@ __global__ void __launch_bounds__(num_warps * 32)
   extern __shared__ __align__(1024) unsigned char smem[];
   int* s_slot = reinterpret_cast<int*>(smem + num_stages * kStageBytes);
   int* s_ticket = s_slot + BLOCK_SIZE_M;
+  // Block fp8: full[num_stages] then empty[num_stages] (tile_math::gemm_smem_bytes counts them).
+  const unsigned bar_base = ptx::smem_addr(s_ticket + 4);
+  auto full_bar = [&](int stage) { return bar_base + 8u * stage; };
+  auto empty_bar = [&](int stage) { return bar_base + 8u * (num_stages + stage); };
 
   const int tid = threadIdx.x;
   const int lane = tid & 31;
@@ -125,11 +146,20 @@ __global__ void __launch_bounds__(num_warps * 32)
   const int n_start = pid_n * BLOCK_SIZE_N;
 
   // ---- slot table ----------------------------------------------------------------------------
-  for (int r = tid; r < BLOCK_SIZE_M; r += kThreads) {
+  for (int r = tid; r < BLOCK_SIZE_M; r += kBlockThreads) {
     const int slot = __ldg(sorted_token_ids + (long long)pid_m * BLOCK_SIZE_M + r);
     s_slot[r] = (slot >= 0 && slot < num_slots) ? slot : -1;
   }
+  if (kWarpSpecialized && tid == 0) {
+#pragma unroll
+    for (int st = 0; st < num_stages; ++st) {
+      mbar::init(full_bar(st), kLoaders);  // every producer thread announces its own copies
+      mbar::init(empty_bar(st), num_warps);  // lane 0 of every consumer warp frees the slot
+    }
+  }
   __syncthreads();
+  // Index among the loading threads (consumers of the warp-specialized kernel never load).
+  const int ltid = kWarpSpecialized ? max(tid - kThreads, 0) : tid;
 
   // ---- per-thread copy plan: global row pointers and swizzled shared offsets -------------------
   const unsigned char* a_bytes = static_cast<const unsigned char*>(a);
@@ -140,7 +170,7 @@ __global__ void __launch_bounds__(num_warps * 32)
   bool a_ok[kAIters];
 #pragma unroll
   for (int i = 0; i < kAIters; ++i) {
-    const int idx = tid + i * kThreads;
+    const int idx = ltid + i * kLoaders;
     const int row = idx / kChunks, chunk = idx % kChunks;
     const bool in_tile = idx < BLOCK_SIZE_M * kChunks;
     const int slot = in_tile ? s_slot[row] : -1;
@@ -156,7 +186,7 @@ __global__ void __launch_bounds__(num_warps * 32)
   bool b_ok[kBIters];
 #pragma unroll
   for (int i = 0; i < kBIters; ++i) {
-    const int idx = tid + i * kThreads;
+    const int idx = ltid + i * kLoaders;
     const int row = idx / kChunks, chunk = idx % kChunks;
     const bool in_tile = idx < BLOCK_SIZE_N * kChunks;
     const int n = n_start + row;
@@ -187,7 +217,7 @@ __global__ void __launch_bounds__(num_warps * 32)
   };
 
   // ---- warpgroup's sub-tile ---------------------------------------------------------------------
-  const int wg = warp / 4;
+  const int wg = min(warp / 4, kWgs - 1);  // the producer warpgroup (block fp8) computes nothing
   const int wg_m0 = (wg / kWgN) * kWgTileM;  // first row of this warpgroup
   const int wg_n0 = (wg % kWgN) * WN;        // first column
   const int lane_row = (warp & 3) * 16 + (lane >> 2);  // row within an m64 slice (+8 for c >= 2)
@@ -245,15 +275,22 @@ __global__ void __launch_bounds__(num_warps * 32)
   // Pipelined (num_stages >= 3, not block fp8): one wgmma group stays in flight while the next
   // tile is issued; a ring slot is refilled two tiles after its wgmmas were issued (the barrier at
   // the top of each step proves every warpgroup has retired them), so num_stages - 2 tiles load
-  // ahead. Block fp8 folds each tile's partial sum with its scales, so it waits for every tile's
-  // wgmmas (a double-buffered partial was serialized by ptxas, C7514), with num_stages - 1 ahead.
+  // ahead. Block fp8 folds each tile's partial sum with its scales, so each consumer warpgroup
+  // waits for its tile's wgmmas (a double-buffered partial was serialized by ptxas, C7514); it
+  // is warp-specialized (see the top of the file) so that the waits do not stall the copies or
+  // the other warpgroups.
   constexpr bool kPipelined = num_stages >= 3 && !kBlockScale;
   constexpr int kAhead = kPipelined ? num_stages - 2 : num_stages - 1;  // tiles loading ahead
   constexpr int kGroups = K_RED / kSBK;
 
+  // Weight-scale blocks met by a warpgroup's WN columns: one when they lie inside one block
+  // (block_n a multiple of WN: the tile and warpgroup origins are multiples of WN), WN / block_n
+  // when whole blocks tile them, else one per n8 chunk (few registers matter: see C7514 above).
+  constexpr int kWScales = kSBN % WN == 0 ? 1 : WN % kSBN == 0 ? WN / kSBN : NT;
+  constexpr int kColsPerWScale = kWScales == NT ? 8 : WN / kWScales;
   struct Scales {
     float a[MI][2];
-    float w[NT];
+    float w[kWScales];
   };
   // Block fp8: this thread's scale factors of K-tile kt.
   auto load_scales = [&](int kt, Scales& sc) {
@@ -264,25 +301,26 @@ __global__ void __launch_bounds__(num_warps * 32)
       for (int h = 0; h < 2; ++h)
         sc.a[m][h] = scale_row[m][h] < 0 ? 0.f : __ldg(a_scale + scale_row[m][h] * kGroups + g);
     const float* ws_e = w_scale + (long long)expert * (N_OUT / kSBN) * kGroups + g;
-    if constexpr (BLOCK_SIZE_N <= kSBN) {  // one scale block covers the tile's columns
-      const float v = __ldg(ws_e + (long long)(n_start / kSBN) * kGroups);
 #pragma unroll
-      for (int j = 0; j < NT; ++j) sc.w[j] = v;
-    } else {
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const int n = n_start + wg_n0 + j * 8;
-        sc.w[j] = __ldg(ws_e + (long long)(min(n, N_OUT - 1) / kSBN) * kGroups);
-      }
+    for (int q = 0; q < kWScales; ++q) {
+      const int n = n_start + wg_n0 + q * kColsPerWScale;
+      sc.w[q] = __ldg(ws_e + (long long)(min(n, N_OUT - 1) / kSBN) * kGroups);
     }
   };
   auto fold = [&](const float (&part)[MI][kAccN], const Scales& sc) {
 #pragma unroll
     for (int m = 0; m < MI; ++m)
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) acc[m][j * 4 + c] += part[m][j * 4 + c] * (sc.a[m][c >> 1] * sc.w[j]);
+        for (int q = 0; q < kWScales; ++q) {
+          const float f = sc.a[m][h] * sc.w[q];
+#pragma unroll
+          for (int j = q * kColsPerWScale / 8; j < (q + 1) * kColsPerWScale / 8; ++j) {
+            acc[m][j * 4 + 2 * h] += part[m][j * 4 + 2 * h] * f;
+            acc[m][j * 4 + 2 * h + 1] += part[m][j * 4 + 2 * h + 1] * f;
+          }
+        }
   };
   // Top of each step: K-tile i has landed for every thread; refill the slot freed earlier.
   auto begin_step = [&](int i) {
@@ -294,14 +332,47 @@ __global__ void __launch_bounds__(num_warps * 32)
     ptx::cp_async_commit();
   };
 
-#pragma unroll
-  for (int s = 0; s < kAhead; ++s) {
-    if (s < n_kt) load_tile(kt_begin + s, s);
-    ptx::cp_async_commit();
-  }
-  if constexpr (kBlockScale) {
+  if constexpr (kWarpSpecialized) {
+    if (tid >= kThreads) {
+      // Producer: tile i goes into slot i % num_stages once the consumers freed that slot's
+      // previous tile; the slot's `full` barrier receives this thread's arrival when its copies
+      // land (cp.async.mbarrier.arrive), so the producer never waits for its own copies and
+      // num_stages tiles stay in flight. (Waiting for them and then arriving, as a first version
+      // did, chained every announcement behind the next slot's release: 1.3-1.9x slower.)
+      for (int i = 0; i < n_kt; ++i) {
+        const int st = i % num_stages;
+        if (i >= num_stages) mbar::wait(empty_bar(st), ((i / num_stages) - 1) & 1);
+        load_tile(kt_begin + i, st);
+        mbar::arrive_on_cp_async(full_bar(st));
+      }
+      ptx::cp_async_wait<0>();
+      return;  // the consumers write the output (and do split-K) on their own barrier
+    }
     float part[MI][kAccN];
     Scales sc_cur, sc_next;  // scales loaded one tile ahead: their latency hides behind a tile
+    if (n_kt > 0) load_scales(kt_begin, sc_cur);
+    for (int i = 0; i < n_kt; ++i) {
+      const int st = i % num_stages;
+      mbar::wait(full_bar(st), (i / num_stages) & 1);
+      wgmma::fence_proxy_async();  // the producer's cp.async bytes -> visible to our wgmma reads
+      if (i + 1 < n_kt) load_scales(kt_begin + i + 1, sc_next);
+      wgmma::fence();
+      issue_tile(st, part, true);
+      wgmma::commit();
+      wgmma::wait<0>();
+      if (lane == 0) mbar::arrive(empty_bar(st));  // this warp's MMAs no longer read the slot
+      fold(part, sc_cur);
+      sc_cur = sc_next;
+    }
+  } else if constexpr (kBlockScale) {
+    // Short reductions: every thread copies, one barrier per tile, num_stages - 1 tiles ahead.
+#pragma unroll
+    for (int s = 0; s < kAhead; ++s) {
+      if (s < n_kt) load_tile(kt_begin + s, s);
+      ptx::cp_async_commit();
+    }
+    float part[MI][kAccN];
+    Scales sc_cur, sc_next;
     if (n_kt > 0) load_scales(kt_begin, sc_cur);
     for (int i = 0; i < n_kt; ++i) {
       begin_step(i);
@@ -313,7 +384,13 @@ __global__ void __launch_bounds__(num_warps * 32)
       fold(part, sc_cur);
       sc_cur = sc_next;
     }
+    ptx::cp_async_wait<0>();
   } else {
+#pragma unroll
+    for (int s = 0; s < kAhead; ++s) {
+      if (s < n_kt) load_tile(kt_begin + s, s);
+      ptx::cp_async_commit();
+    }
     for (int i = 0; i < n_kt; ++i) {
       begin_step(i);
       wgmma::fence();
@@ -323,8 +400,14 @@ __global__ void __launch_bounds__(num_warps * 32)
       else wgmma::wait<0>();
     }
     wgmma::wait<0>();
+    ptx::cp_async_wait<0>();
   }
-  ptx::cp_async_wait<0>();
+
+  // The consumer threads alone (the producer warpgroup has returned): named barrier 1.
+  auto consumer_sync = [&] {
+    if constexpr (kWarpSpecialized) asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+    else __syncthreads();
+  };
 
   // ---- split-K: publish the partial, the last block of the tile reduces in split order --------
   if constexpr (SPLIT_K > 1) {
@@ -342,9 +425,9 @@ __global__ void __launch_bounds__(num_warps * 32)
       for (int j = 0; j < NT; ++j)
         __stcg(part_ptr(split, i * NT + j), make_float4(acc[i][4 * j], acc[i][4 * j + 1], acc[i][4 * j + 2], acc[i][4 * j + 3]));
     __threadfence();
-    __syncthreads();
+    consumer_sync();
     if (tid == 0) *s_ticket = atomicAdd(counters + tile, 1);
-    __syncthreads();
+    consumer_sync();
     if (*s_ticket != SPLIT_K - 1) return;
     __threadfence();
     float sum[MI][kAccN];
@@ -378,28 +461,70 @@ __global__ void __launch_bounds__(num_warps * 32)
   // ---- epilogue: scale, routed weight, store valid slots ---------------------------------------
   float tensor_scale = 1.f;
   if constexpr (DTYPE == kDtypeFp8Tensor) tensor_scale = __ldg(a_scale) * __ldg(w_scale + expert);
-#pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int slot = s_slot[wg_m0 + i * 64 + lane_row + 8 * h];
-      if (slot < 0) continue;
-      float row_scale = tensor_scale;
-      if constexpr (!kUp) row_scale *= __ldg(topk_weights + slot);
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const int n = n_start + wg_n0 + j * 8 + (lane & 3) * 2;
-        if (kNTail && n >= N_OUT) continue;
-        const float v0 = acc[i][4 * j + 2 * h] * row_scale;
-        const float v1 = acc[i][4 * j + 2 * h + 1] * row_scale;
-        const long long off = (long long)slot * N_OUT + n;
-        if constexpr (DTYPE == kDtypeFp16)
-          *reinterpret_cast<__half2*>(static_cast<__half*>(out) + off) = __floats2half2_rn(v0, v1);
-        else
-          *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(out) + off) =
-              __floats2bfloat162_rn(v0, v1);
-      }
+  auto row_scale_of = [&](int slot) {
+    if constexpr (!kUp) return tensor_scale * __ldg(topk_weights + slot);
+    return tensor_scale;
+  };
+  auto pack = [](float v0, float v1) {
+    if constexpr (DTYPE == kDtypeFp16) {
+      const __half2 h = __floats2half2_rn(v0, v1);
+      return *reinterpret_cast<const unsigned*>(&h);
+    } else {
+      const __nv_bfloat162 b = __floats2bfloat162_rn(v0, v1);
+      return *reinterpret_cast<const unsigned*>(&b);
     }
+  };
+  // Staged through shared memory (the ring is free now): from the fragments a warp's store
+  // covers 8 rows x 16 bytes; from the staged tile it writes whole 16-byte chunks, consecutive
+  // threads along a row (GEMM2 writes M*topk*K*2 bytes: the largest stream of the layer at large
+  // M). Rows are padded by 16 bytes so that a fragment store's 8 rows hit 8 different bank groups.
+  constexpr int kOutRowBytes = BLOCK_SIZE_N * 2 + 16;
+  constexpr bool kStaged =
+      BLOCK_SIZE_M * kOutRowBytes <= num_stages * kStageBytes && N_OUT % 8 == 0;
+  if constexpr (kStaged) {
+    consumer_sync();  // every warpgroup's wgmmas are done reading the ring
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = wg_m0 + i * 64 + lane_row + 8 * h;
+        const int slot = s_slot[r];
+        const float rs = slot < 0 ? 0.f : row_scale_of(slot);
+        unsigned char* row = smem + r * kOutRowBytes + (wg_n0 + (lane & 3) * 2) * 2;
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+          *reinterpret_cast<unsigned*>(row + j * 16) =
+              pack(acc[i][4 * j + 2 * h] * rs, acc[i][4 * j + 2 * h + 1] * rs);
+      }
+    consumer_sync();
+    constexpr int kRowChunks = BLOCK_SIZE_N / 8;  // 16-byte chunks of an output row
+    for (int idx = tid; idx < BLOCK_SIZE_M * kRowChunks; idx += kThreads) {
+      const int r = idx / kRowChunks, c = idx % kRowChunks;
+      const int slot = s_slot[r];
+      const int n = n_start + c * 8;
+      if (slot < 0 || (kNTail && n >= N_OUT)) continue;
+      *reinterpret_cast<uint4*>(static_cast<unsigned char*>(out) +
+                                ((long long)slot * N_OUT + n) * 2) =
+          *reinterpret_cast<const uint4*>(smem + r * kOutRowBytes + c * 16);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int slot = s_slot[wg_m0 + i * 64 + lane_row + 8 * h];
+        if (slot < 0) continue;
+        const float rs = row_scale_of(slot);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          const int n = n_start + wg_n0 + j * 8 + (lane & 3) * 2;
+          if (kNTail && n >= N_OUT) continue;
+          *reinterpret_cast<unsigned*>(static_cast<unsigned char*>(out) +
+                                       ((long long)slot * N_OUT + n) * 2) =
+              pack(acc[i][4 * j + 2 * h] * rs, acc[i][4 * j + 2 * h + 1] * rs);
+        }
+      }
+  }
 }
 
 }  // namespace moetune

@@ -9,14 +9,16 @@
 # Usage: bench/scripts/tune_speed.sh [more `moetune tune` arguments, e.g. --batch 1,64,1024]
 # Env: OUT (default ./tune_speed_out), MOETUNE_BIN (default .devbin/moetune), TUNE_CACHE_DIR
 #      (the JIT cache both runs share, emptied first; default /tmp/moetune_tune_speed_cache),
-#      TUNE_RUN_TIMEOUT (seconds per run, default 145: both runs fit in 5 minutes).
+#      TUNE_RUN_TIMEOUT (seconds per run, default 145: both runs fit in 5 minutes),
+#      TUNE_RUNS ("cold warm" by default; "cold" alone, or "warm" over a cache kept from before).
 set -uo pipefail
 bin=${MOETUNE_BIN:-.devbin/moetune}
 out=${OUT:-$PWD/tune_speed_out}
 per_run=${TUNE_RUN_TIMEOUT:-145}
 mkdir -p "$out"
 cache=${TUNE_CACHE_DIR:-/tmp/moetune_tune_speed_cache}  # outside $OUT: not carried back
-rm -rf "$cache" "$out/tune" "$out/tune_warm"
+case " ${TUNE_RUNS:-cold warm} " in *" cold "*) rm -rf "$cache" ;; esac
+rm -rf "$out/tune" "$out/tune_warm"
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
@@ -45,10 +47,11 @@ run() {
   return "$rc"
 }
 
-run cold "$out/tune" "$@"
-rc_cold=$?
-run warm "$out/tune_warm" "$@"
-rc_warm=$?
+# TUNE_RUNS="cold" (or "warm" with a cache left by an earlier run) runs only those.
+rc_cold=- rc_warm=-
+runs=${TUNE_RUNS:-cold warm}
+case " $runs " in *" cold "*) run cold "$out/tune" "$@"; rc_cold=$? ;; esac
+case " $runs " in *" warm "*) run warm "$out/tune_warm" "$@"; rc_warm=$? ;; esac
 echo "kernels in the cache: $(find "$cache" -type f 2>/dev/null | wc -l)"
 
 report=$(sed -n 's/^report:  *//p' "$out/tune_warm.stdout" | head -1)

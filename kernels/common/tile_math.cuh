@@ -65,12 +65,14 @@ MOETUNE_HD constexpr int swizzle_chunk(int row, int chunk, int chunks) {
 // chunks swizzled by swizzle_chunk), then the slot table (BLOCK_SIZE_M int32: the token slot of
 // each tile row, -1 for padding) and one 16-byte word (the split-K arrival ticket).
 // a_bytes/b_bytes: element sizes (2 bf16/fp16, 1 fp8). Block-fp8 scales are read from global
-// memory into registers, so `block_scales` adds nothing (kept for the validator's signature).
+// memory into registers; block fp8 (`block_scales`) adds two 8-byte mbarriers per ring slot
+// (full, empty: the warp-specialized wgmma kernel's hand-off; the mma.sync kernel leaves them
+// unused so that one formula serves both).
 MOETUNE_HD constexpr int gemm_smem_bytes(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int BLOCK_SIZE_K, int num_stages,
                               int a_bytes, int b_bytes, bool block_scales) {
-  (void)block_scales;
   const int stage = BLOCK_SIZE_M * BLOCK_SIZE_K * a_bytes + BLOCK_SIZE_N * BLOCK_SIZE_K * b_bytes;
-  return num_stages * stage + BLOCK_SIZE_M * 4 + 16;
+  const int barriers = block_scales && a_bytes == 1 ? 16 * num_stages : 0;
+  return num_stages * stage + BLOCK_SIZE_M * 4 + 16 + barriers;
 }
 // Byte offsets inside that layout.
 MOETUNE_HD constexpr int gemm_smem_stage_bytes(int BLOCK_SIZE_M, int BLOCK_SIZE_N, int BLOCK_SIZE_K,
@@ -111,6 +113,23 @@ MOETUNE_HD constexpr bool gemm_wgmma_eligible(int BLOCK_SIZE_M, int BLOCK_SIZE_N
   if (wm == 0) return false;
   const int acc = BLOCK_SIZE_M * BLOCK_SIZE_N / (32 * num_warps);
   return acc <= (bytes == 1 && block_scales ? kMaxAccPerThread / 2 : kMaxAccPerThread);
+}
+
+// Block fp8 on the wgmma path is warp-specialized: num_warps consumer warps run the MMAs and
+// fold the scales, one extra producer warpgroup copies the K-tiles (the fold must wait for each
+// tile's MMAs; with the copies off the math warps and no block-wide barrier per tile, one
+// consumer warpgroup's fold overlaps another's MMAs). Threads per block of the wgmma kernel:
+// Only for long reductions: with few K-tiles per block (GEMM2's N = 256 is 2 tiles of 128) the
+// pipeline never fills and the extra warpgroup only costs occupancy (measured 1.3-1.7x slower on
+// the H200 for GEMM2, 5-10% faster for GEMM1 at K = 3072/7168).
+constexpr int kWgmmaProducerThreads = 128;
+constexpr int kWarpSpecializeMinKTiles = 8;
+MOETUNE_HD constexpr bool gemm_wgmma_warp_specialized(bool block_fp8, int k_red, int BLOCK_SIZE_K,
+                                                      int SPLIT_K) {
+  return block_fp8 && ceil_div(ceil_div(k_red, BLOCK_SIZE_K), SPLIT_K) >= kWarpSpecializeMinKTiles;
+}
+MOETUNE_HD constexpr int gemm_wgmma_block_threads(int num_warps, bool warp_specialized) {
+  return num_warps * 32 + (warp_specialized ? kWgmmaProducerThreads : 0);
 }
 
 constexpr int kMaxSplitK = 16;

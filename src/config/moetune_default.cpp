@@ -70,8 +70,10 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     // spe 32 (M=1024) measured: m64 n128 g8 w4 s4 won both GEMMs of every shape (fp8 s3 and s4
     // within 1%); 16-bit k64, fp8 k128 (128-byte rows: wgmma). Not measured between spe 8 and
     // 32: the band starts right above the last spe at which m16 won (M=256, spe 8).
+    // fp8 up since the warp-specialized wgmma kernel (bench/results/2026-11-30_h200_gemm_ws.md):
+    // n64 ahead of n128 by 8% (Qwen, 130.7 vs 142.3 us) and 5% (DeepSeek, 289.4 vs 305.8).
     c.BLOCK_SIZE_M = 64;
-    c.BLOCK_SIZE_N = 128;
+    c.BLOCK_SIZE_N = fp8 && !down ? 64 : 128;
     c.BLOCK_SIZE_K = k128_bytes;
     c.GROUP_SIZE_M = 8;
     c.num_warps = 4;

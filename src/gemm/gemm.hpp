@@ -89,14 +89,18 @@ std::size_t gemm_workspace_bytes(const MoeShape& shape, const KernelConfig& conf
 std::size_t gemm_workspace_bytes_for_grid(const KernelConfig& config, unsigned grid_x);
 std::size_t gemm_counter_bytes_for_grid(const KernelConfig& config, unsigned grid_x);
 
-// Launch geometry of one call (grid.x: M-blocks x N-tiles in GROUP_SIZE_M order; grid.y: SPLIT_K).
+// Launch geometry of one call on `arch` (grid.x: M-blocks x N-tiles in GROUP_SIZE_M order;
+// grid.y: SPLIT_K; block: 32 * num_warps threads, plus the producer warpgroup where the wgmma
+// kernel is warp-specialized: block fp8 with >= 8 K-tiles per split,
+// tile_math::gemm_wgmma_warp_specialized).
 struct GemmLaunch {
   cuda::Dim3 grid;
   cuda::Dim3 block;
   std::size_t smem_bytes = 0;
 };
 GemmLaunch gemm_launch_geometry(const MoeShape& shape, const KernelConfig& config,
-                                GemmStage stage, int64_t M, int64_t max_num_tokens_padded);
+                                GemmStage stage, int64_t M, int64_t max_num_tokens_padded,
+                                const std::string& arch);
 
 // Enqueues one GEMM on `stream` (JIT-compiles and loads the instance for the current device on
 // first use), preceded by a memset of the split-K counters unless workspace_counters_zeroed.

@@ -43,7 +43,9 @@ void require(const void* p, const char* name) {
 void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& args,
                  CUstream stream) {
   if (args.M < 0) throw InputError("M", std::to_string(args.M), "must be >= 0");
-  const GemmLaunch g = gemm_launch_geometry(shape, c, args.stage, args.M, args.max_num_tokens_padded);
+  const DeviceFacts& dev = current_device();
+  const GemmLaunch g =
+      gemm_launch_geometry(shape, c, args.stage, args.M, args.max_num_tokens_padded, dev.arch);
   if (g.grid.x == 0) return;  // no tokens: nothing to compute
   require(args.a, "a");
   require(args.w, "w");
@@ -61,7 +63,6 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
     throw InputError("workspace_bytes", std::to_string(args.workspace_bytes),
                      fmt::format("SPLIT_K={} needs {} bytes (gemm_workspace_bytes)", c.SPLIT_K, ws));
 
-  const DeviceFacts& dev = current_device();
   if (dev.smem_optin > 0 && g.smem_bytes > static_cast<std::size_t>(dev.smem_optin))
     throw InputError("smem_bytes", std::to_string(g.smem_bytes),
                      fmt::format("above this GPU's {} bytes of shared memory per block",

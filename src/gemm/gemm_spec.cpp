@@ -145,7 +145,7 @@ int64_t gemm_max_m_blocks(const MoeShape& shape, const KernelConfig& c, int64_t 
 }
 
 GemmLaunch gemm_launch_geometry(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
-                                int64_t M, int64_t max_num_tokens_padded) {
+                                int64_t M, int64_t max_num_tokens_padded, const std::string& arch) {
   const int bytes = weight_bytes(shape.dtype);
   const int64_t n_tiles = tm::ceil_div(n_out(shape, stage), c.BLOCK_SIZE_N);
   const int64_t tiles = gemm_max_m_blocks(shape, c, M, max_num_tokens_padded) * n_tiles;
@@ -153,7 +153,12 @@ GemmLaunch gemm_launch_geometry(const MoeShape& shape, const KernelConfig& c, Ge
     throw InputError("M", std::to_string(M), "grid larger than 2^31-1 blocks");
   GemmLaunch g;
   g.grid = {static_cast<unsigned>(tiles), static_cast<unsigned>(c.SPLIT_K), 1};
-  g.block = {static_cast<unsigned>(32 * c.num_warps), 1, 1};
+  const bool ws = tm::gemm_wgmma_warp_specialized(dtype_code(shape) == tm::kDtypeFp8Block,
+                                                  k_red(shape, stage), c.BLOCK_SIZE_K, c.SPLIT_K);
+  g.block = {static_cast<unsigned>(gemm_uses_wgmma(shape, c, arch)
+                                       ? tm::gemm_wgmma_block_threads(c.num_warps, ws)
+                                       : 32 * c.num_warps),
+             1, 1};
   g.smem_bytes = static_cast<std::size_t>(tm::gemm_smem_bytes(
       c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.num_stages, bytes, bytes,
       dtype_code(shape) == tm::kDtypeFp8Block));

@@ -30,7 +30,9 @@ std::vector<KernelConfig> configs_for(const MoeShape& s) {
     return {cfg(16, 64, 128, 1, 4, 4), cfg(16, 128, 128, 1, 4, 4, 2), cfg(32, 64, 64, 1, 4, 5, 3),
             // wgmma on sm_90a (rows of 128 bytes, warpgroup tiles):
             cfg(64, 128, 128, 8, 4, 3), cfg(128, 128, 128, 16, 8, 3), cfg(64, 64, 128, 8, 4, 4, 2),
-            cfg(128, 64, 128, 1, 4, 3)};
+            cfg(128, 64, 128, 1, 4, 3),
+            // block fp8: warp-specialized, 2 consumer warpgroups (along M, along N), split-K
+            cfg(128, 128, 128, 8, 8, 6), cfg(64, 256, 128, 8, 8, 4), cfg(128, 128, 128, 8, 8, 4, 3)};
   return {cfg(16, 64, 128, 1, 4, 4), cfg(16, 64, 64, 1, 4, 4, 4), cfg(32, 128, 64, 1, 8, 5, 3),
           cfg(64, 256, 128, 32, 8, 2),
           // wgmma on sm_90a (rows of 128 bytes, warpgroup tiles):

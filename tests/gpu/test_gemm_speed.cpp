@@ -83,6 +83,11 @@ std::vector<KernelConfig> candidates(const MoeShape& s, int64_t M) {
       v.push_back(cfg(128, 128, 128, 16, 8, 4));
       v.push_back(cfg(128, 128, 128, 8, 8, 3));
       v.push_back(cfg(64, 128, 128, 1, 4, 5));
+      // block fp8: warp-specialized (two consumer warpgroups beside a producer warpgroup)
+      for (int st : {4, 5, 6}) v.push_back(cfg(128, 128, 128, 8, 8, st));
+      for (int st : {4, 6}) v.push_back(cfg(64, 256, 128, 8, 8, st));
+      v.push_back(cfg(64, 128, 128, 8, 8, 5));
+      v.push_back(cfg(128, 64, 128, 8, 8, 6));
     }
   }
   return v;

@@ -92,8 +92,10 @@ TEST(GemmTileRules, WarpGridIsSquarest) {
 TEST(GemmTileRules, SharedMemoryFormula) {
   // 4 stages of (16x128 + 64x128) bf16 + 16 slots + ticket
   EXPECT_EQ(tm::gemm_smem_bytes(16, 64, 128, 4, 2, 2, false), 4 * (16 * 256 + 64 * 256) + 64 + 16);
-  // fp8 128x256x128, 4 stages: 196,608 + 512 + 16 (above the 101,376 B of an RTX PRO 6000)
-  EXPECT_EQ(tm::gemm_smem_bytes(128, 256, 128, 4, 1, 1, true), 197136);
+  // fp8 128x256x128, 4 stages: 196,608 + 512 + 16 + 4 x 16 of mbarriers (above the 101,376 B
+  // of an RTX PRO 6000); per-tensor fp8 has no mbarriers
+  EXPECT_EQ(tm::gemm_smem_bytes(128, 256, 128, 4, 1, 1, true), 197200);
+  EXPECT_EQ(tm::gemm_smem_bytes(128, 256, 128, 4, 1, 1, false), 197136);
   EXPECT_GT(tm::gemm_smem_bytes(128, 256, 128, 4, 1, 1, true), 101376);
   EXPECT_EQ(tm::reference_smem_bytes(128, 256, 128, 4, 1), 3 * 384 * 128);
   // swizzle is a permutation of the chunks of each row
@@ -180,11 +182,23 @@ TEST(GemmSpec, GridAndWorkspaceBounds) {
   // capacity caps it too
   EXPECT_EQ(gemm_max_m_blocks(s, c, 1024, 64), 4);
   EXPECT_EQ(gemm_max_m_blocks(s, c, 0, 4096), 0);
-  const auto g = gemm_launch_geometry(s, c, GemmStage::up, 1, 8 + 256 * 15);
+  const auto g = gemm_launch_geometry(s, c, GemmStage::up, 1, 8 + 256 * 15, "sm_90a");
   EXPECT_EQ(g.grid.x, 9u * (512 / 64));
   EXPECT_EQ(g.grid.y, 4u);
   EXPECT_EQ(g.block.x, 128u);
   EXPECT_EQ(g.smem_bytes, static_cast<std::size_t>(tm::gemm_smem_bytes(16, 64, 128, 4, 2, 2, false)));
+  // sm_90a block fp8 wgmma tiles over >= 8 K-tiles per split: the consumer warps plus one
+  // producer warpgroup (GEMM1, K = 3072: 24 tiles; split 4 ways: 6, no producer; GEMM2, N = 256: 2)
+  const auto f = qwen_tp4(Dtype::fp8_w8a8, true);
+  const auto w = cfg(128, 128, 128, 8, 8, 4);
+  EXPECT_TRUE(gemm_uses_wgmma(f, w, "sm_90a"));
+  EXPECT_EQ(gemm_launch_geometry(f, w, GemmStage::up, 4096, 40000, "sm_90a").block.x, 384u);
+  EXPECT_EQ(gemm_launch_geometry(f, cfg(128, 128, 128, 8, 8, 4, 4), GemmStage::up, 4096, 40000,
+                                 "sm_90a").block.x, 256u);
+  EXPECT_EQ(gemm_launch_geometry(f, w, GemmStage::down, 4096, 40000, "sm_90a").block.x, 256u);
+  EXPECT_EQ(gemm_launch_geometry(f, w, GemmStage::up, 4096, 40000, "sm_89").block.x, 256u);
+  EXPECT_EQ(gemm_launch_geometry(qwen_tp4(Dtype::fp8_w8a8, false), w, GemmStage::up, 4096, 40000,
+                                 "sm_90a").block.x, 256u);
   // split-K workspace: counters (padded to 256 B) + partial tiles
   const std::size_t ws = gemm_workspace_bytes(s, c, GemmStage::up, 1);
   EXPECT_EQ(ws, 512u + 72u * 4 * 16 * 64 * 4);
