@@ -2,6 +2,7 @@
 // itself behind an Evaluator (src/tune/evaluator.hpp), writing config tables, sidecars, a JSON
 // Lines record log and a report. CPU only: the GPU enters through an Evaluator.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -57,6 +58,10 @@ struct TuneOptions {
   // When null, moetune::shape_json(shape, provenance.device_name or gpu.name) is used.
   nlohmann::json shape_json;
   Provenance provenance;
+  // Raised (by the CLI's SIGINT/SIGTERM handler) to end the sweep early: no evaluator call starts
+  // after it is seen, the batch size in flight is abandoned (its records stay in the log) and the
+  // outputs are written for the Ms that finished. nullptr = never.
+  const std::atomic<bool>* stop = nullptr;
 
   // Search knobs (defaults are the shipped behaviour; tests may tighten them).
   double keep_fraction = 0.08;      // share of the model-ranked valid configs kept per stage
@@ -148,7 +153,9 @@ struct StageOutcome {
 };
 
 // Per-M flag: "tuned", "within noise" (best not significantly faster, default kept),
-// "kept default" (slower, failed checks, nothing measured ok), "not reached" (budget).
+// "kept default" (slower, failed checks, nothing measured ok), "not reached" (budget),
+// kInterruptedFlag (the stop flag came first). The last two keep the default.
+inline constexpr const char* kInterruptedFlag = "not tuned (interrupted)";
 struct MResult {
   int M = 0;
   std::string flag = "not reached";
@@ -171,6 +178,10 @@ struct TuneResult {
   long measurements = 0;       // candidate evaluations sent to evaluators (not resumed ones)
   long resumed = 0;            // results taken from the log
   bool budget_exhausted = false;
+  bool interrupted = false;    // the stop flag ended the sweep before every M finished
+  // When interrupted: the command line that continues the run, provenance.argv plus --resume,
+  // quoted for a POSIX shell ("moetune tune --out DIR --resume" when argv is unknown).
+  std::string resume_command;
   std::string strategy;        // "successive_halving" or "exhaustive"
 };
 

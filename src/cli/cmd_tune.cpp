@@ -2,9 +2,11 @@
 // visible GPU through the tuner's worker processes and writes the tables, sidecars and report.
 // The hidden `worker` subcommand is the tuner's measuring process.
 #include <fmt/format.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -20,6 +22,46 @@
 
 namespace moetune::cli {
 namespace {
+
+// Ctrl-C / SIGTERM during a sweep: the first raises the tuner's stop flag (TuneOptions::stop);
+// the sweep ends after the measurement in flight and writes its outputs, then `tune` exits 130
+// (128 + SIGINT, the shell's convention). A second one exits at once with 130: the log is flushed
+// per record and every other file is written atomically, so nothing is left half written.
+constexpr int kExitInterrupted = 130;
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler needs a lock-free flag");
+
+extern "C" void on_stop_signal(int) {
+  // Async-signal-safe only: a lock-free atomic, write(2) and _exit(2).
+  if (g_stop.exchange(true)) _exit(kExitInterrupted);
+  static const char note[] =
+      "\nmoetune: interrupted: finishing the measurement in flight, then writing what was "
+      "measured (again to quit at once)\n";
+  const ssize_t ignored = write(STDERR_FILENO, note, sizeof note - 1);
+  (void)ignored;
+}
+
+// Installs on_stop_signal for SIGINT and SIGTERM for its lifetime.
+class StopOnSignal {
+ public:
+  StopOnSignal() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;  // the worker pipes' reads already retry on EINTR; the rest resume
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopOnSignal() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+ private:
+  struct sigaction old_int_ {}, old_term_ {};
+};
 
 struct TuneCliOptions {
   std::string batch, serving, budget, gpus, out = ".", naming = "sglang", seed;
@@ -134,8 +176,11 @@ std::string us_text(const std::optional<double>& us) {
 
 int run_sweep(const GlobalOptions& g, const TuneCliOptions& o, tune::TuneOptions& t) {
   CliProgress progress(isatty(STDERR_FILENO) != 0);
+  StopOnSignal stop_on_signal;
+  t.stop = &g_stop;
   tune::TuneResult result = run_tune_on_gpus(t, progress);
   report::ReportInput rep = report::report_input(t, result);
+  const int code = result.interrupted ? kExitInterrupted : 0;
   if (g.json) {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     auto num = [](const std::optional<double>& v) {
@@ -160,16 +205,21 @@ int run_sweep(const GlobalOptions& g, const TuneCliOptions& o, tune::TuneOptions
                              {"elapsed_s", result.elapsed_s},
                              {"measurements", result.measurements},
                              {"budget_exhausted", result.budget_exhausted},
+                             {"interrupted", result.interrupted},
+                             {"resume_command", result.resume_command},
                              {"rows", rows}};
     fmt::print("{}\n", j.dump(2));
-    return 0;
+    return code;
   }
   (void)o;
   fmt::print("{}\n", rep.title);
-  fmt::print("{:>6}  {:<13}  {:>10}  {:>10}  {:>8}  {:>9}  {:>7}  {}\n", "M", "result",
+  std::size_t flag_width = 13;
+  for (const report::ReportRow& r : rep.rows) flag_width = std::max(flag_width, r.flag.size());
+  fmt::print("{:>6}  {:<{}}  {:>10}  {:>10}  {:>8}  {:>9}  {:>7}  {}\n", "M", "result", flag_width,
              "default_us", "tuned_us", "speedup", "floor_us", "%floor", "bound");
   for (const report::ReportRow& r : rep.rows) {
-    fmt::print("{:>6}  {:<13}  {:>10}  {:>10}  {:>8}  {:>9.1f}  {:>7}  {}\n", r.M, r.flag,
+    fmt::print("{:>6}  {:<{}}  {:>10}  {:>10}  {:>8}  {:>9.1f}  {:>7}  {}\n", r.M, r.flag,
+               flag_width,
                us_text(r.default_us), us_text(r.tuned_us),
                r.speedup ? fmt::format("{:.2f}x", *r.speedup) : "-", r.floor_us,
                r.pct_floor ? fmt::format("{:.0f}%", *r.pct_floor) : "-", r.bound);
@@ -184,7 +234,12 @@ int run_sweep(const GlobalOptions& g, const TuneCliOptions& o, tune::TuneOptions
   fmt::print(
       "These tables configure moetune's kernel: do not copy them into a server's config "
       "folder.\n");
-  return 0;
+  if (result.interrupted) {
+    fmt::print(
+        "interrupted: the batch sizes marked \"{}\" keep the default; continue with:\n  {}\n",
+        tune::kInterruptedFlag, result.resume_command);
+  }
+  return code;
 }
 
 int run_tune_command(const GlobalOptions& g, const TuneCliOptions& o) {
@@ -229,7 +284,10 @@ Commands register_tune(CLI::App& app, const GlobalOptions& g) {
   o->seed_opt = sub->add_option("--seed", o->seed, "random seed")->type_name("N");
   sub->add_flag("--dry-run", o->dry_run, "plan only: space, pruning, candidates, time (no GPU)");
   sub->add_flag("--exhaustive", o->exhaustive, "measure every valid config (tuner quality check)");
-  sub->add_flag("--resume", o->resume, "reuse the measurements of the log in --out");
+  sub->add_flag("--resume", o->resume,
+                "continue an interrupted run: reuse the measurements of the log in --out "
+                "(Ctrl-C or SIGTERM ends a run after the measurement in flight, writes the "
+                "tables, sidecars and report for the batch sizes finished and exits 130)");
   sub->add_flag("--force", o->force, "overwrite tables recorded for another K or kernel");
   sub->add_flag("--no-report", o->no_report, "skip the Markdown/HTML report");
 

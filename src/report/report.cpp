@@ -44,6 +44,11 @@ std::string with_ci(const std::optional<double>& m, const std::optional<double>&
   return fmt::format("{:.1f} [{:.1f}, {:.1f}]", *m, lo.value_or(*m), hi.value_or(*m));
 }
 
+constexpr const char* kInterruptedText =
+    "Interrupted: the run was stopped (Ctrl-C or SIGTERM) before every batch size was tuned. "
+    "The rows \"not tuned (interrupted)\" keep the default; what was measured is in the log, and "
+    "this command continues the run:";
+
 std::optional<double> margin_pct(const tune::StageOutcome& s) {
   if (!s.winner_vs_runner_up) return std::nullopt;
   return (1.0 / s.winner_vs_runner_up->ratio - 1.0) * 100.0;
@@ -63,6 +68,8 @@ ReportInput report_input(const tune::TuneOptions& opts, const tune::TuneResult& 
   in.elapsed_s = result.elapsed_s;
   in.measurements = result.measurements;
   in.budget_exhausted = result.budget_exhausted;
+  in.interrupted = result.interrupted;
+  in.resume_command = result.resume_command;
   for (const tune::MResult& r : result.rows) {
     ReportRow row;
     row.M = r.M;
@@ -100,6 +107,7 @@ std::string markdown(const ReportInput& in) {
   md += fmt::format("Strategy: {}. Tables: {}. {} measurements in {:.1f} s{}.\n\n", in.strategy,
                     in.tables, in.measurements, in.elapsed_s,
                     in.budget_exhausted ? "; the budget ran out (see \"not reached\")" : "");
+  if (in.interrupted) md += fmt::format("{}\n\n    {}\n\n", kInterruptedText, in.resume_command);
   md +=
       "Times are one layer's two grouped GEMMs (up + down), cold, median with 95% CI, in µs. "
       "A tuned config replaces the default only when the 95% CI of the time ratio excludes 1.\n\n";
@@ -230,6 +238,10 @@ std::string html(const ReportInput& in) {
   h += fmt::format("<p>Strategy: {}. Tables: {}. {} measurements in {:.1f} s{}.</p>\n",
                    escape(in.strategy), escape(in.tables), in.measurements, in.elapsed_s,
                    in.budget_exhausted ? "; the budget ran out" : "");
+  if (in.interrupted) {
+    h += fmt::format("<p><strong>{}</strong></p>\n<pre>{}</pre>\n", escape(kInterruptedText),
+                     escape(in.resume_command));
+  }
   h += "<p>One layer's two grouped GEMMs (up + down), cold; median and 95% CI in µs. A tuned "
        "config replaces the default only when the 95% CI of the time ratio excludes 1.</p>\n";
   h += svg_plot(in);
@@ -238,7 +250,8 @@ std::string html(const ReportInput& in) {
        "<th>margin up / down</th><th class=\"l\">flag</th><th class=\"l\">up config</th>"
        "<th class=\"l\">down config</th></tr>\n";
   for (const ReportRow& r : in.rows) {
-    const char* cls = r.flag == "tuned" ? "tuned" : r.flag == "not reached" ? "unreached" : "noise";
+    const bool unreached = r.flag == "not reached" || r.flag == tune::kInterruptedFlag;
+    const char* cls = r.flag == "tuned" ? "tuned" : unreached ? "unreached" : "noise";
     h += fmt::format(
         "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{}</td>"
         "<td class=\"l\">{}</td><td>{} / {}</td><td class=\"l\">{}</td><td class=\"l\"><code>{}"

@@ -12,7 +12,8 @@ namespace moetune::report {
 
 struct ReportRow {
   int M = 0;
-  std::string flag;  // "tuned", "within noise", "kept default", "not reached"
+  std::string flag;  // "tuned", "within noise", "kept default", "not reached",
+                     // "not tuned (interrupted)"
   // Both GEMMs, microseconds; nullopt when not measured.
   std::optional<double> default_us, default_lo_us, default_hi_us;
   std::optional<double> tuned_us, tuned_lo_us, tuned_hi_us;
@@ -35,6 +36,8 @@ struct ReportInput {
   double elapsed_s = 0;
   long measurements = 0;
   bool budget_exhausted = false;
+  bool interrupted = false;    // stopped early (Ctrl-C, SIGTERM): unfinished Ms keep the default
+  std::string resume_command;  // the command line that continues it (when interrupted)
   std::vector<ReportRow> rows;
 };
 

@@ -26,6 +26,7 @@ std::vector<CandidateResult> MeasureDoor::measure(int M, Stage stage,
     fresh_at.push_back(i);
   }
   if (!fresh.empty()) {
+    throw_if_stopped();  // after the resume cache: a stopped run still replays its log
     std::vector<CandidateResult> got = ev_.evaluate(M, stage, fresh, replays);
     got.resize(fresh.size());  // an evaluator answering short: the rest never ran
     for (std::size_t j = 0; j < fresh.size(); ++j) {
@@ -81,6 +82,7 @@ CheckResult MeasureDoor::check(int M, Stage stage, const KernelConfig& c) {
   if (resume_) {
     if (std::optional<CheckResult> r = resume_->check(M, stage, c)) return *r;
   }
+  throw_if_stopped();
   CheckResult r = ev_.check(M, stage, c);
   if (log_) {
     LogRecord rec;

@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <ctime>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -188,7 +190,17 @@ RecordLog RecordLog::read(const std::filesystem::path& path) {
 LogWriter::LogWriter(const std::filesystem::path& path, const nlohmann::json& header, bool append,
                      const GpuSpec* gpu, const MoeShape* shape)
     : path_(path), gpu_(gpu), shape_(shape) {
-  if (!append || !std::filesystem::exists(path)) write_file_atomic(path, header.dump() + "\n");
+  if (!append || !std::filesystem::exists(path)) {
+    write_file_atomic(path, header.dump() + "\n");
+  } else {
+    // A killed run may have left its last line half written. It never counted (RecordLog::read
+    // skips a torn last line); cut it off, or the next record would continue it.
+    std::ifstream in(path, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::size_t nl = text.rfind('\n');
+    const std::size_t keep = nl == std::string::npos ? 0 : nl + 1;
+    if (keep < text.size()) std::filesystem::resize_file(path, keep);
+  }
   out_.open(path, std::ios::app);
   if (!out_) throw InputError("out", path.string(), "cannot append to the record log");
 }

@@ -1,6 +1,7 @@
 // What strategies see: a MeasureDoor (the one door to an Evaluator: resume cache, record log,
 // budget, progress) and one entry point per strategy (strategies/<name>.cpp).
 #pragma once
+#include <atomic>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -36,13 +37,21 @@ class SerialProgress {
   std::mutex mutex_;
 };
 
+// Thrown by MeasureDoor when the stop flag (TuneOptions::stop) is up: the batch size being tuned
+// is abandoned (run_tune catches it per M). Carries the door's counts so that none is lost.
+struct Interrupted {
+  long measurements = 0, resumed = 0;
+};
+
 class MeasureDoor {
  public:
   MeasureDoor(Evaluator& ev, LogWriter* log, ResumeCache* resume, SerialProgress* progress,
-              Budget budget)
-      : ev_(ev), log_(log), resume_(resume), progress_(progress), budget_(budget) {}
+              Budget budget, const std::atomic<bool>* stop = nullptr)
+      : ev_(ev), log_(log), resume_(resume), progress_(progress), budget_(budget), stop_(stop) {}
   // Measures each config with `replays` more replays: from the resume cache when recorded, else
   // by the evaluator (logged). Results come back in order; times are those of this call only.
+  // Once *stop is up, measure() and check() throw Interrupted instead of calling the evaluator
+  // (what the resume cache holds is still served).
   std::vector<CandidateResult> measure(int M, Stage stage, const std::vector<KernelConfig>& cs,
                                        int replays);
   CheckResult check(int M, Stage stage, const KernelConfig& c);
@@ -53,6 +62,9 @@ class MeasureDoor {
   long measurements() const { return measurements_; }
   long resumed() const { return resumed_; }
   void set_planned(int planned) { planned_ = planned, done_ = 0; }
+  void throw_if_stopped() const {
+    if (stop_ && stop_->load()) throw Interrupted{measurements_, resumed_};
+  }
 
  private:
   Evaluator& ev_;
@@ -60,6 +72,7 @@ class MeasureDoor {
   ResumeCache* resume_;
   SerialProgress* progress_;
   Budget budget_;
+  const std::atomic<bool>* stop_;
   long measurements_ = 0, resumed_ = 0;
   int planned_ = 0, done_ = 0;
 };

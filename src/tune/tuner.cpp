@@ -55,6 +55,7 @@ struct Shared {
   std::vector<MResult> rows;
   std::atomic<long> measurements{0}, resumed{0};
   std::atomic<bool> budget_exhausted{false};
+  std::atomic<bool> interrupted{false};  // the stop flag left some M unfinished
   int in_flight = 0;
 };
 
@@ -168,7 +169,7 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
     const double share_s = left_s * workers / std::max(1, remaining_Ms);
     budget.stage_deadline_s = ev.clock_s() + share_s / 2;
   }
-  MeasureDoor door(ev, sh.log, sh.resume, sh.progress, budget);
+  MeasureDoor door(ev, sh.log, sh.resume, sh.progress, budget, o.stop);
   if (door.out_of_time()) {
     sh.budget_exhausted = true;
     return row;  // not reached
@@ -274,6 +275,15 @@ void worker_loop(Shared& sh, Evaluator& ev, int worker, int workers) {
     {
       std::lock_guard<std::mutex> lock(sh.mutex);
       if (sh.queue.empty()) return;
+      // Stopped: no new batch size starts. The rest keep the rows run_tune prepared (the
+      // defaults), as when the budget runs out, flagged as interrupted. Under --resume they still
+      // start: an M the log holds in full finishes without the evaluator (see MeasureDoor).
+      if (sh.opts->stop && sh.opts->stop->load() && sh.resume == nullptr) {
+        for (int i : sh.queue) sh.rows[i].flag = kInterruptedFlag;
+        sh.queue.clear();
+        sh.interrupted = true;
+        return;
+      }
       index = sh.queue.front();
       sh.queue.pop_front();
       remaining = static_cast<int>(sh.queue.size()) + 1;
@@ -281,7 +291,19 @@ void worker_loop(Shared& sh, Evaluator& ev, int worker, int workers) {
     const int M = sh.batch[index];
     sh.progress->call(
         [&](ProgressSink& p) { p.started_M(M, index, static_cast<int>(sh.batch.size()), worker); });
-    MResult row = tune_one(sh, ev, M, start_s, remaining, workers);
+    MResult row;
+    try {
+      row = tune_one(sh, ev, M, start_s, remaining, workers);
+    } catch (const Interrupted& e) {
+      // Stopped part way through M: a half-searched M has no verdict a complete run would give,
+      // so it keeps its prepared default row; its records are in the log for --resume.
+      sh.measurements += e.measurements;
+      sh.resumed += e.resumed;
+      sh.interrupted = true;
+      std::lock_guard<std::mutex> lock(sh.mutex);
+      sh.rows[index].flag = kInterruptedFlag;
+      continue;
+    }
     ++finished;
     const double elapsed_s = ev.clock_s() - start_s;
     {
@@ -397,6 +419,29 @@ nlohmann::json sidecar_json(const TuneOptions& o, const TuneResult& r, Stage sta
   return j;
 }
 
+// One argument for a POSIX shell: bare when it holds only safe characters, else single-quoted.
+std::string shell_quoted(const std::string& a) {
+  const bool bare = !a.empty() && a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnop"
+                                                      "qrstuvwxyz0123456789_-./=:,+@%") ==
+                                      std::string::npos;
+  if (bare) return a;
+  std::string q = "'";
+  for (char ch : a) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return q + "'";
+}
+
+std::string resume_command(const TuneOptions& opts) {
+  std::vector<std::string> args = opts.provenance.argv;
+  if (args.empty()) args = {"moetune", "tune", "--out", opts.out_dir.string()};
+  if (std::find(args.begin(), args.end(), "--resume") == args.end()) args.push_back("--resume");
+  std::string cmd;
+  for (const std::string& a : args) {
+    if (!cmd.empty()) cmd += ' ';
+    cmd += shell_quoted(a);
+  }
+  return cmd;
+}
+
 }  // namespace
 
 TuneResult run_tune(const TuneOptions& opts, Evaluator& evaluator, ProgressSink& progress) {
@@ -481,6 +526,8 @@ TuneResult run_tune(const TuneOptions& opts, EvaluatorPool& pool, ProgressSink& 
   result.measurements = sh.measurements;
   result.resumed = sh.resumed;
   result.budget_exhausted = sh.budget_exhausted;
+  result.interrupted = sh.interrupted;
+  if (result.interrupted) result.resume_command = resume_command(opts);
   for (const MResult& row : result.rows) {
     result.up[row.M] = row.up.chosen;
     result.down[row.M] = row.down.chosen;

@@ -95,6 +95,14 @@ void WorkerClient::start() {
     // Child: the socket becomes stdin and stdout; stderr is inherited.
     dup2(sv[1], STDIN_FILENO);
     dup2(sv[1], STDOUT_FILENO);
+    // Ctrl-C reaches the terminal's whole foreground process group. A worker killed by it would
+    // turn the candidate in flight into a logged launch_failed, and the parent could not finish
+    // its writes; so workers ignore SIGINT and SIGTERM (SIG_IGN survives execve) and the parent,
+    // which handles both, shuts them down (quit, else SIGKILL). A worker whose parent is gone
+    // reads end of input and exits. Not a process group of their own: a background group that
+    // writes to the terminal (the inherited stderr) is stopped by SIGTTOU under `stty tostop`.
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }

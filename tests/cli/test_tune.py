@@ -1,9 +1,18 @@
-"""moetune tune: --dry-run (no GPU needed) and its JSON; option errors; exit 3 without a GPU."""
+"""moetune tune: --dry-run (no GPU needed) and its JSON; option errors; exit 3 without a GPU;
+Ctrl-C during a sweep (exit 130 after writing; --resume continues), which needs a GPU."""
+import glob
+import json
 import os
+import shlex
+import signal
+import subprocess
 import tempfile
 import unittest
 
-from moetune_cli import (EXIT_BAD_INPUT, EXIT_NO_GPU, EXIT_OK, CliTestCase, gpu_present, run)
+from moetune_cli import (BIN, EXIT_BAD_INPUT, EXIT_NO_GPU, EXIT_OK, CliTestCase, gpu_present, run)
+
+EXIT_INTERRUPTED = 130
+INTERRUPTED_FLAG = "not tuned (interrupted)"
 
 COMMON_18 = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096]
 SHAPE_KEYS = {"architecture", "E", "E_global", "N", "K", "topk", "dtype", "block_shape", "tp",
@@ -107,6 +116,84 @@ class NoGpu(CliTestCase):
 
     def test_bad_input_still_exit_2(self):
         self.assertOneErrorLine(run("tune", "--batch", "0"), EXIT_BAD_INPUT, "batch")
+
+
+class Interrupt(CliTestCase):
+    def test_help_documents_exit_130_and_resume(self):
+        r = run("tune", "--help")
+        self.assertExit(r, EXIT_OK)
+        text = " ".join(r.out.split())
+        self.assertIn("--resume", text)
+        self.assertIn("exits 130", text)
+
+    def test_ctrl_c_writes_what_finished_and_resume_continues(self):
+        # Without a GPU no sweep runs: test_tune_tuner's Tuner.Interrupt* tests cover the stop
+        # flag with a synthetic evaluator, test_tune_worker the workers' SIGINT.
+        if not gpu_present():
+            self.skipTest("no GPU")
+        env = dict(os.environ)
+        env.setdefault("MOETUNE_CACHE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"),
+                                                         f"moetune-cli-test-{os.getuid()}"))
+        with tempfile.TemporaryDirectory() as d:
+            # Its own session, so that Ctrl-C can be sent as a terminal does: to the whole
+            # process group, the worker processes included.
+            p = subprocess.Popen([BIN, "tune", "--batch", "1,2", "--out", d],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=env, start_new_session=True)
+            try:
+                seen = []
+                for line in p.stderr:  # "moetune: M=1 <flag>" once M=1 is finished
+                    seen.append(line)
+                    if line.startswith("moetune: M=1 "):
+                        break
+                else:
+                    self.fail("tune ended before M=1 finished:\n" + "".join(seen))
+                os.killpg(p.pid, signal.SIGINT)  # M=2 is in flight now
+                out, err = p.communicate(timeout=540)
+            finally:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+            self.assertEqual(p.returncode, EXIT_INTERRUPTED, out + err)
+            self.assertIn("interrupted", out)
+            # Every output is there and parses; M=1 keeps its verdict, M=2 the default.
+            (up,) = [f for f in glob.glob(os.path.join(d, "*.json"))
+                     if not f.endswith((".meta.json", "_down.json"))]
+            stem = up[:-len(".json")]
+            for f in (up, stem + "_down.json", stem + ".meta.json", stem + "_down.meta.json"):
+                with open(f) as fh:
+                    j = json.load(fh)
+                if not f.endswith(".meta.json"):
+                    self.assertEqual(set(j), {"1", "2"}, f)
+            with open(stem + ".meta.json") as fh:
+                side = json.load(fh)["entries"]
+            self.assertIn(side["1"]["flag"], ("tuned", "within noise", "kept default"))
+            self.assertEqual(side["2"]["flag"], INTERRUPTED_FLAG)
+            self.assertEqual(side["2"]["config"], side["2"]["default_config"])
+            with open(stem + ".report.md") as fh:
+                report = fh.read()
+            self.assertIn("Interrupted", report)
+            # No worker died of the Ctrl-C: no candidate was recorded as killed by it.
+            with open(stem + ".tune.jsonl") as fh:
+                log = fh.read()
+            self.assertNotIn("killed by signal", log)
+            # The printed command continues the run: M=1 from the log, M=2 measured.
+            lines = out.splitlines()
+            at = [i for i, l in enumerate(lines) if "continue with:" in l]
+            self.assertEqual(len(at), 1, out)
+            resume = lines[at[0] + 1].strip()
+            self.assertIn(resume, report)
+            args = shlex.split(resume)
+            self.assertEqual(args[-1], "--resume")
+            r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=540)
+            self.assertEqual(r.returncode, EXIT_OK, r.stdout + r.stderr)
+            with open(stem + ".meta.json") as fh:
+                resumed = json.load(fh)["entries"]
+            self.assertEqual(resumed["1"]["flag"], side["1"]["flag"])
+            self.assertEqual(resumed["1"]["config"], side["1"]["config"])
+            self.assertNotEqual(resumed["2"]["flag"], INTERRUPTED_FLAG)
+            with open(stem + ".report.md") as fh:
+                self.assertNotIn("Interrupted", fh.read())
 
 
 if __name__ == "__main__":

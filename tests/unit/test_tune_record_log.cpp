@@ -103,6 +103,13 @@ TEST(RecordLog, ResumeSkipsMeasuredRecords) {
   EXPECT_EQ(r3.resumed, 10);
   EXPECT_EQ(third.evaluations(), r3.measurements);
   EXPECT_GT(r3.measurements, 0);
+  // The torn line was cut off, not continued by the next record: the log reads back whole and a
+  // further --resume measures nothing.
+  EXPECT_NO_THROW(RecordLog::read(r1.log_path));
+  SyntheticEvaluator fourth(surface(o));
+  const TuneResult r4 = run_tune(o, fourth, quiet);
+  EXPECT_EQ(fourth.evaluations(), 0);
+  EXPECT_EQ(r4.up, r3.up);
   std::filesystem::remove_all(out);
 }
 

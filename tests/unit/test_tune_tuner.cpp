@@ -1,6 +1,6 @@
 // The sweep end to end on a SyntheticEvaluator: outputs (tables, sidecars, report) written
 // atomically, one alignment, the trust rule, accuracy checks, the budget, the overwrite rule,
-// several evaluators.
+// several evaluators, an interrupted run (the stop flag) and its --resume.
 #include <unistd.h>
 
 #include <atomic>
@@ -13,6 +13,8 @@
 #include "moetune/tuner.hpp"
 #include "tune/cost_model.hpp"
 #include "tune/evaluator.hpp"
+#include "tune/record_log.hpp"
+#include "tune/strategy.hpp"
 #include "tune_test_util.hpp"
 
 namespace moetune::tune {
@@ -245,6 +247,149 @@ TEST(Tuner, SpreadsBatchSizesOverSeveralEvaluators) {
   EXPECT_EQ(progress.workers, (std::set<int>{0, 1}));
   EXPECT_EQ(progress.finished, 6);
   for (const MResult& row : r.rows) EXPECT_TRUE(row.reached) << row.M;
+  std::filesystem::remove_all(out);
+}
+
+// Raises the stop flag (as the CLI's SIGINT handler does) when the first M finishes.
+struct StopAfterFirstM : ProgressSink {
+  std::atomic<bool>* stop;
+  explicit StopAfterFirstM(std::atomic<bool>* s) : stop(s) {}
+  void finished_M(const MResult&) override { *stop = true; }
+};
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(Tuner, InterruptAfterTheFirstMWritesItsVerdictAndDefaultsTheRest) {
+  const auto full_out = temp_dir("uninterrupted");
+  const auto out = temp_dir("interrupted");
+  SyntheticEvaluator full_ev(informative(options(full_out, {})));
+  ProgressSink quiet;
+  const TuneResult full = run_tune(options(full_out, {1, 8, 64}), full_ev, quiet);
+  EXPECT_FALSE(full.interrupted);
+
+  TuneOptions o = options(out, {1, 8, 64});
+  o.provenance.argv = {"moetune", "tune", "--batch", "1,8,64", "--out", "/tmp/a b"};
+  std::atomic<bool> stop{false};
+  o.stop = &stop;
+  SyntheticEvaluator ev(informative(o));
+  StopAfterFirstM progress(&stop);
+  const TuneResult r = run_tune(o, ev, progress);
+
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_FALSE(r.budget_exhausted);
+  EXPECT_EQ(r.resume_command, "moetune tune --batch 1,8,64 --out '/tmp/a b' --resume");
+  // M=1 finished: the verdict and the table entries of a complete run.
+  const MResult& first = r.rows.at(0);
+  EXPECT_EQ(first.flag, "tuned");
+  EXPECT_EQ(first.flag, full.rows.at(0).flag);
+  EXPECT_EQ(r.up.at(1), full.up.at(1));
+  EXPECT_EQ(r.down.at(1), full.down.at(1));
+  EXPECT_NE(r.up.at(1), first.up.default_config);
+  // M=8 and M=64 never started: the default, flagged.
+  for (std::size_t i = 1; i < r.rows.size(); ++i) {
+    const MResult& row = r.rows[i];
+    EXPECT_EQ(row.flag, kInterruptedFlag) << row.M;
+    EXPECT_FALSE(row.reached) << row.M;
+    EXPECT_EQ(r.up.at(row.M), moetune_default_config(o.shape, o.gpu, row.M, false)) << row.M;
+    EXPECT_EQ(r.down.at(row.M), row.down.default_config) << row.M;
+  }
+  // Every output is there, complete and parseable: the tables hold every M.
+  EXPECT_EQ(read_config_table(r.up_table).entries.size(), 3u);
+  EXPECT_EQ(read_config_table(r.down_table).entries.size(), 3u);
+  for (const auto& side : {r.up_sidecar, r.down_sidecar}) {
+    std::ifstream in(side);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    EXPECT_EQ(j.at("entries").at("1").at("flag"), "tuned");
+    EXPECT_EQ(j.at("entries").at("64").at("flag"), kInterruptedFlag);
+  }
+  const std::string md = read_text(r.report_md);
+  EXPECT_NE(md.find("Interrupted"), std::string::npos);
+  EXPECT_NE(md.find(r.resume_command), std::string::npos);
+  EXPECT_NE(md.find(kInterruptedFlag), std::string::npos);
+  EXPECT_NE(read_text(r.report_html).find("--resume"), std::string::npos);
+  std::filesystem::remove_all(full_out);
+  std::filesystem::remove_all(out);
+}
+
+TEST(Tuner, InterruptMidMAbandonsItAndCallsTheEvaluatorNoMore) {
+  const auto out = temp_dir("midway");
+  TuneOptions o = options(out, {8, 64});
+  std::atomic<bool> stop{false};
+  o.stop = &stop;
+  SyntheticEvaluator ev(informative(o));
+  // Up at M=8 is part way when the flag goes up (after its second chunk).
+  struct StopMidway : ProgressSink {
+    std::atomic<bool>* stop;
+    SyntheticEvaluator* ev;
+    long evaluations_at_stop = -1;
+    void candidate_done(int, Stage, const KernelConfig&, const std::string&, int done,
+                        int) override {
+      if (done == 2 * kChunk && evaluations_at_stop < 0) {
+        *stop = true;
+        evaluations_at_stop = ev->evaluations();
+      }
+    }
+    void finished_M(const MResult&) override { ADD_FAILURE() << "no M should finish"; }
+  } progress;
+  progress.stop = &stop;
+  progress.ev = &ev;
+  const TuneResult r = run_tune(o, ev, progress);
+  ASSERT_GT(progress.evaluations_at_stop, 0);
+  EXPECT_EQ(ev.evaluations(), progress.evaluations_at_stop);  // nothing started after the flag
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.measurements, progress.evaluations_at_stop);   // counted, and in the log
+  for (const MResult& row : r.rows) {
+    EXPECT_EQ(row.flag, kInterruptedFlag) << row.M;
+    EXPECT_EQ(r.up.at(row.M), row.up.default_config) << row.M;
+  }
+  EXPECT_EQ(RecordLog::read(r.log_path).records().size(),
+            static_cast<std::size_t>(progress.evaluations_at_stop));
+  std::filesystem::remove_all(out);
+}
+
+TEST(Tuner, ResumeAfterAnInterruptEndsAsAnUninterruptedRun) {
+  const auto full_out = temp_dir("resume_full");
+  const auto out = temp_dir("resume_cut");
+  SyntheticEvaluator full_ev(informative(options(full_out, {})));
+  ProgressSink quiet;
+  const TuneResult full = run_tune(options(full_out, {1, 8, 64}), full_ev, quiet);
+
+  TuneOptions o = options(out, {1, 8, 64});
+  std::atomic<bool> stop{false};
+  o.stop = &stop;
+  {
+    SyntheticEvaluator ev(informative(o));
+    StopAfterFirstM progress(&stop);
+    ASSERT_TRUE(run_tune(o, ev, progress).interrupted);
+  }
+  // Stopped again before anything runs: M=1 still finishes from the log alone.
+  o.resume = true;
+  {
+    SyntheticEvaluator ev(informative(o));
+    const TuneResult again = run_tune(o, ev, quiet);
+    EXPECT_TRUE(again.interrupted);
+    EXPECT_EQ(ev.evaluations(), 0);
+    EXPECT_EQ(again.rows.at(0).flag, "tuned");
+    EXPECT_EQ(again.up.at(1), full.up.at(1));
+    EXPECT_EQ(again.rows.at(1).flag, kInterruptedFlag);
+  }
+  // --resume continues: M=1 from the log, the rest measured; the tables a complete run writes.
+  stop = false;
+  SyntheticEvaluator ev(informative(o));
+  const TuneResult r = run_tune(o, ev, quiet);
+  EXPECT_FALSE(r.interrupted);
+  EXPECT_GT(r.resumed, 0);
+  EXPECT_GT(r.measurements, 0);
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    EXPECT_EQ(r.rows[i].flag, full.rows[i].flag) << r.rows[i].M;
+  }
+  EXPECT_EQ(r.up, full.up);
+  EXPECT_EQ(r.down, full.down);
+  EXPECT_EQ(read_text(r.report_md).find("Interrupted"), std::string::npos);
+  std::filesystem::remove_all(full_out);
   std::filesystem::remove_all(out);
 }
 

@@ -1,6 +1,9 @@
 // The measuring process: run_worker's JSON Lines protocol over a fake backend, and the parent
 // side (WorkerClient / GpuEvaluator) against a scripted /bin/sh worker that answers, crashes and
 // hangs: a crash or hang costs one candidate (launch_failed / timeout), never the sweep.
+#include <signal.h>
+#include <unistd.h>
+
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -134,6 +137,25 @@ TEST(WorkerClient, CrashAndHangCostOneCandidateEach) {
   EXPECT_EQ(ev.restarts(), 2);
   EXPECT_TRUE(ev.check(1, Stage::up, ok1).ok);
   EXPECT_EQ(ev.device_name(), "Fake GPU");
+}
+
+// Ctrl-C on a terminal reaches the whole foreground process group, workers included: they must
+// ignore it (and SIGTERM), so that the parent can finish and shut them down itself.
+TEST(WorkerClient, AWorkerSurvivesSigintAndSigterm) {
+  WorkerOptions w;
+  w.argv = {"/bin/sh", "-c", kScript};
+  w.start_timeout_s = 10;
+  WorkerClient c(w);
+  EXPECT_EQ(c.call({{"op", "hello"}}, 10).value("ok", false), true);
+  const pid_t pid = c.pid();
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  usleep(100000);  // a worker the signals killed is gone by now
+  const nlohmann::json r = c.call({{"op", "check"}, {"M", 1}}, 10);
+  EXPECT_EQ(r.value("passed", false), true);
+  EXPECT_EQ(c.pid(), pid);
+  EXPECT_EQ(c.restarts(), 0);
 }
 
 TEST(WorkerClient, AMissingProgramIsAnErrorNotAHang) {
