@@ -652,12 +652,15 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
     specs.push_back(quant_spec(d, 0, arch));
     specs.push_back(amax_spec(d, arch));
   }
-  // GEMM: one small-M and one large-M config per dtype the arch runs, up and down.
-  const KernelConfig small{16, 64, 128, 1, 4, 3, 1}, large{64, 128, 64, 8, 4, 3, 1};
+  // GEMM: one small-M and one large-M config per dtype the arch runs, up and down. The large
+  // one has 128-byte K rows in every dtype, so on sm_90a it is the wgmma kernel (for block fp8:
+  // up, K = 3072, warp-specialized; down, N = 256, not).
+  const KernelConfig small{16, 64, 128, 1, 4, 3, 1}, large{64, 128, 64, 8, 4, 3, 1},
+      large_fp8{64, 128, 128, 8, 4, 3, 1};
   for (const std::string& variant : kCheckDtypes) {
     const MoeShape s = with_dtype_variant(shapes[0].shape, variant);
     if (is_fp8(s) && !has_fp8) continue;
-    for (const KernelConfig& c : {small, large})
+    for (const KernelConfig& c : {small, is_fp8(s) ? large_fp8 : large})
       for (gemm::GemmStage st : {gemm::GemmStage::up, gemm::GemmStage::down}) {
         try {
           specs.push_back(gemm::gemm_kernel_spec(s, c, st, arch));

@@ -1,5 +1,6 @@
 // `moetune kernels --compile-only`'s kernel set compiles with NVRTC for every target, without a
 // GPU (src/moe/check.cpp kernel_specs_for_compile_only).
+#include <algorithm>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -20,6 +21,15 @@ TEST(MoeCompileOnly, SetCoversEveryKernel) {
                         "quant_fp8_group.cuh", "silu_mul.cuh", "topk_reduce.cuh",
                         "moe_gemm_mma.cuh"})
     EXPECT_TRUE(files.count(f)) << f;
+  // sm_90a: the wgmma kernel in every dtype, block fp8 warp-specialized (up) and not (down).
+  std::set<std::string> names;
+  for (const auto& s : specs) names.insert(s.name);
+  for (const char* n : {"moe_gemm_up_bf16_wgmma_m64n128k64", "moe_gemm_up_fp8b_wgmma_m64n128k128",
+                        "moe_gemm_down_fp8b_wgmma_m64n128k128", "moe_gemm_up_fp8t_wgmma_m64n128k128"}) {
+    EXPECT_TRUE(std::any_of(names.begin(), names.end(),
+                            [&](const std::string& x) { return x.rfind(n, 0) == 0; }))
+        << n;
+  }
   // sm_80 has no fp8 tensor cores: no fp8 GEMM in its set.
   for (const auto& s : kernel_specs_for_compile_only("sm_80"))
     if (s.file == "moe_gemm_mma.cuh") {
