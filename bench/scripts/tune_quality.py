@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""Issue 4's quality bar: is each tuned winner within 3% of the --exhaustive best, per GEMM?
+
+Usage: tune_quality.py TUNED_DIR EXHAUSTIVE_DIR [--limit 1.03]
+  TUNED_DIR       the --out folder of a normal `moetune tune` run (its config tables name the
+                  winners: <name>.json for GEMM1 (up), <name>_down.json for GEMM2 (down))
+  EXHAUSTIVE_DIR  the --out folder of `moetune tune --exhaustive` over the same model and batch
+                  sizes (its *.tune.jsonl record log times every valid config)
+
+Per (M, GEMM): the winner's median and the best median, both taken from the exhaustive run's log
+(same process, same conditions) when the exhaustive run timed the winner; otherwise (GEMM2
+candidates follow the exhaustive GEMM1 winner's BLOCK_SIZE_M, which may differ) the winner's
+median from the tuned run's own log, marked "cross-run". Exit 0 when every ratio <= limit, 1 when
+one is above, 2 on bad input (one line naming what is wrong).
+"""
+import glob
+import json
+import os
+import sys
+
+KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages",
+        "SPLIT_K")
+
+
+def fail(msg):
+    print(f"tune_quality: error: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def key(cfg):
+    return tuple(int(cfg.get(k, 1 if k == "SPLIT_K" else -1)) for k in KEYS)
+
+
+def text(k):
+    return "m{}n{}k{}_g{}_w{}_s{}_sk{}".format(*k)
+
+
+def one(pattern, what):
+    found = sorted(glob.glob(pattern))
+    if len(found) != 1:
+        fail(f"{what}: expected one file matching {pattern}, found {len(found)}")
+    return found[0]
+
+
+def tables(folder):
+    """{stage: {M: config key}} from the up and _down tables of a tune --out folder."""
+    up = [p for p in glob.glob(os.path.join(glob.escape(folder), "*.json"))
+          if not p.endswith((".meta.json", "_down.json"))]
+    if len(up) != 1:
+        fail(f"{folder}: expected one config table, found {len(up)}")
+    down = up[0][:-len(".json")] + "_down.json"
+    out = {}
+    for stage, path in (("up", up[0]), ("down", down)):
+        try:
+            with open(path) as f:
+                out[stage] = {int(m): key(c) for m, c in json.load(f).items()}
+        except (OSError, ValueError) as e:
+            fail(f"{path}: {e}")
+    return out
+
+
+def medians(folder):
+    """{(M, stage, config key): median µs} of the ok measurements (the record with most samples)."""
+    path = one(os.path.join(glob.escape(folder), "*.tune.jsonl"), folder)
+    best = {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except ValueError:
+                fail(f"{path}:{n}: not JSON")
+            if r.get("type") != "measure" or r.get("status") != "ok":
+                continue
+            k = (int(r["M"]), r["stage"], key(r["config"]))
+            if k not in best or r.get("n", 0) >= best[k][0]:
+                best[k] = (r.get("n", 0), float(r["median_us"]))
+    return {k: v[1] for k, v in best.items()}
+
+
+def main(argv):
+    args = [a for a in argv if not a.startswith("--")]
+    limit = 1.03
+    if "--limit" in argv:
+        try:
+            limit = float(argv[argv.index("--limit") + 1])
+            args.remove(argv[argv.index("--limit") + 1])
+        except (IndexError, ValueError):
+            fail("--limit: expected a number such as 1.03")
+    if len(args) != 2:
+        fail("usage: tune_quality.py TUNED_DIR EXHAUSTIVE_DIR [--limit 1.03]")
+    tuned_dir, ex_dir = args
+    winners = tables(tuned_dir)
+    tuned = medians(tuned_dir)
+    ex = medians(ex_dir)
+    ex_ms = sorted({m for (m, _, _) in ex})
+    if not ex_ms:
+        fail(f"{ex_dir}: no ok measurement in the exhaustive log")
+    print("| M | GEMM | winner | winner µs | exhaustive best | best µs | ratio | source |")
+    print("|---|---|---|---|---|---|---|---|")
+    worst = 0.0
+    for m in ex_ms:
+        for stage in ("up", "down"):
+            cands = {c: v for (mm, st, c), v in ex.items() if mm == m and st == stage}
+            if not cands or m not in winners[stage]:
+                continue
+            b = min(cands, key=cands.get)
+            w = winners[stage][m]
+            if w in cands:
+                wv, src = cands[w], "exhaustive run"
+            elif (m, stage, w) in tuned:
+                wv, src = tuned[(m, stage, w)], "cross-run"
+            else:
+                fail(f"M={m} {stage}: the winner {text(w)} was timed in neither log")
+            ratio = wv / cands[b]
+            worst = max(worst, ratio)
+            print(f"| {m} | {stage} | {text(w)} | {wv:.2f} | {text(b)} | {cands[b]:.2f} | "
+                  f"{ratio:.3f}{'' if ratio <= limit else ' **over**'} | {src} |")
+    print(f"worst ratio {worst:.3f} (limit {limit})")
+    return 0 if worst <= limit else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

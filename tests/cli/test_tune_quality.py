@@ -1,0 +1,103 @@
+"""bench/scripts/tune_quality.py (issue 4's quality bar) on synthetic tune folders: the winner's
+median against the exhaustive best per (M, GEMM), from the exhaustive log or cross-run."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "scripts",
+                      "tune_quality.py")
+NAME = "E=8,N=64,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128]"
+
+
+def cfg(bm, bn, sk=1):
+    c = {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
+         "num_warps": 4, "num_stages": 3}
+    if sk != 1:
+        c["SPLIT_K"] = sk
+    return c
+
+
+def write_run(folder, up=None, down=None, measures=()):
+    os.makedirs(folder)
+    if up is not None:
+        with open(os.path.join(folder, NAME + ".json"), "w") as f:
+            json.dump({str(m): c for m, c in up.items()}, f)
+        with open(os.path.join(folder, NAME + "_down.json"), "w") as f:
+            json.dump({str(m): c for m, c in down.items()}, f)
+        with open(os.path.join(folder, NAME + ".meta.json"), "w") as f:
+            json.dump({"not": "a table"}, f)
+    with open(os.path.join(folder, NAME + ".tune.jsonl"), "w") as f:
+        f.write(json.dumps({"type": "header"}) + "\n")
+        for m, stage, c, us, n in measures:
+            f.write(json.dumps({"type": "measure", "status": "ok", "M": m, "stage": stage,
+                                "config": c, "median_us": us, "n": n}) + "\n")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+class TuneQuality(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.d = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def folders(self, ex_measures, tuned_measures=()):
+        tuned, ex = os.path.join(self.d, "tuned"), os.path.join(self.d, "ex")
+        write_run(tuned, up={1: cfg(16, 64, 8)}, down={1: cfg(16, 64)}, measures=tuned_measures)
+        write_run(ex, measures=ex_measures)
+        return tuned, ex
+
+    def test_within_limit_passes_and_reads_both_gemms(self):
+        tuned, ex = self.folders([(1, "up", cfg(16, 64, 8), 10.2, 8), (1, "up", cfg(16, 128), 10.0, 8),
+                                  (1, "down", cfg(16, 64), 5.0, 8), (1, "down", cfg(16, 128), 5.5, 8)])
+        r = run(tuned, ex)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("| 1 | up | m16n64k128_g1_w4_s3_sk8 | 10.20 | m16n128k128_g1_w4_s3_sk1 | 10.00 | 1.020 |",
+                      r.stdout)
+        self.assertIn("| 1 | down | m16n64k128_g1_w4_s3_sk1 | 5.00 |", r.stdout)
+        self.assertIn("worst ratio 1.020", r.stdout)
+
+    def test_over_limit_fails(self):
+        tuned, ex = self.folders([(1, "up", cfg(16, 64, 8), 10.4, 8), (1, "up", cfg(16, 128), 10.0, 8),
+                                  (1, "down", cfg(16, 64), 5.0, 8)])
+        r = run(tuned, ex)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("1.040 **over**", r.stdout)
+        self.assertEqual(run(tuned, ex, "--limit", "1.05").returncode, 0)
+
+    def test_the_record_with_most_samples_counts(self):
+        # an early round's noisy 4.0 (n=2) is superseded by the full measurement (n=8)
+        tuned, ex = self.folders([(1, "up", cfg(16, 64, 8), 10.0, 8), (1, "up", cfg(16, 128), 4.0, 2),
+                                  (1, "up", cfg(16, 128), 11.0, 8), (1, "down", cfg(16, 64), 5.0, 8)])
+        r = run(tuned, ex)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("| 1 | up | m16n64k128_g1_w4_s3_sk8 | 10.00 | m16n64k128_g1_w4_s3_sk8 | 10.00 | 1.000 |",
+                      r.stdout)
+
+    def test_winner_missing_from_the_exhaustive_run_is_taken_cross_run(self):
+        tuned, ex = self.folders([(1, "up", cfg(16, 64, 8), 10.0, 8), (1, "down", cfg(32, 64), 5.0, 8)],
+                                 tuned_measures=[(1, "down", cfg(16, 64), 5.1, 8)])
+        r = run(tuned, ex)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("| 1 | down | m16n64k128_g1_w4_s3_sk1 | 5.10 | m32n64k128_g1_w4_s3_sk1 | 5.00 | 1.020 | cross-run |",
+                      r.stdout)
+
+    def test_bad_input_is_one_line_and_exit_2(self):
+        tuned, ex = self.folders([(1, "up", cfg(16, 64, 8), 10.0, 8)])
+        for args in ([tuned], [tuned, os.path.join(self.d, "nowhere")], [tuned, ex, "--limit", "x"]):
+            r = run(*args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+            self.assertTrue(r.stderr.startswith("tune_quality: error: "), r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
