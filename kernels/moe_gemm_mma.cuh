@@ -16,7 +16,8 @@
 //                per-tensor: [1]; unused otherwise. Written by the quantization stage.
 //   w            up: w13 [E, 2N, K], down: w2 [E, K, N]; same dtype as a.
 //   w_scale      fp32. block: [E, N_OUT/SCALE_BLOCK_N, K_RED/SCALE_BLOCK_K]; per-tensor: [E].
-//   out          [M*TOPK, N_OUT], bf16 (fp16 for DTYPE fp16). Written here, valid slots only.
+//   out          [M*TOPK, N_OUT] ([M*TOPK, N] with FUSED_ACT), bf16 (fp16 for DTYPE fp16).
+//                Written here, valid slots only.
 //   topk_weights [M, TOPK] fp32 (= [M*TOPK] by slot); read by down only.
 //   sorted_token_ids [>= num_tokens_post_padded] int32: slots grouped by expert, padding = M*TOPK.
 //   expert_ids   [M-blocks] int32: expert of each BLOCK_SIZE_M rows of sorted_token_ids; -1 skips.
@@ -41,12 +42,21 @@
 // word for the split-K arrival ticket. A rows are gathered through the slot table; padding rows
 // and tails are zero-filled by cp.async without reading global memory.
 //
-// A fused SiLU(gate)·up epilogue slots in at the epilogue (the up stage with a tile that pairs gate
-// columns n..n+BN/2 with up columns N+n..): the accumulator layout and the slot table stay as is.
+// FUSED_ACT = 1 (up stage, bf16/fp16 only): GEMM1 with the activation in its epilogue,
+//   out[slot, c] = silu(Σ_k a·w13[e, c, k]) · Σ_k a·w13[e, N + c, k],  c < N,  out [M*TOPK, N],
+// so the [M*TOPK, 2N] intermediate never reaches memory. The grid keeps ceil(2N / BLOCK_SIZE_N)
+// N-tiles; tile pid_n covers intermediate columns [pid_n * BLOCK_SIZE_N/2, + BLOCK_SIZE_N/2). Only
+// the B copy plan changes: within each warp's column slice of width W = BLOCK_SIZE_N / warps_n,
+// tile rows [0, W/2) hold the gate rows and [W/2, W) the up rows (w13 row N + the same column) of
+// that warp's W/2 intermediate columns, so a thread's n8 chunk j < NT/2 (gate) and j + NT/2 (up)
+// are the same columns (tile_math::gemm_act_violation: W/2 a multiple of 8). Split-K reduces first;
+// the final block folds silu(gate)·up in fp32 and rounds once. A tail (N % (BLOCK_SIZE_N/2) != 0)
+// zero-fills the missing rows and skips their columns (N % 8 == 0: whole n8 chunks).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "common/act.cuh"
 #include "common/ptx.cuh"
 #include "common/tile_math.cuh"
 
@@ -65,7 +75,8 @@ template <int STAGE,          // tile_math::kStageUp (w13) or kStageDown (w2, ti
           int GROUP_SIZE_M,   // M-blocks sweeping one N-tile together (L2 reuse of weight tiles)
           int num_warps,      // warps per block
           int num_stages,     // cp.async ring depth (num_stages - 1 K-tiles in flight)
-          int SPLIT_K>        // blocks sharing one output tile's reduction (gridDim.y)
+          int SPLIT_K,        // blocks sharing one output tile's reduction (gridDim.y)
+          int FUSED_ACT>      // 1: up stage writes silu(gate)·up [M*TOPK, N] (bf16/fp16); else 0
 __global__ void __launch_bounds__(num_warps * 32)
     moe_gemm_mma(const void* __restrict__ a, const float* __restrict__ a_scale,
                  const void* __restrict__ w, const float* __restrict__ w_scale,
@@ -101,7 +112,14 @@ __global__ void __launch_bounds__(num_warps * 32)
   constexpr bool kNTail = N_OUT % BLOCK_SIZE_N != 0;
   constexpr int kSBN = SCALE_BLOCK_N > 0 ? SCALE_BLOCK_N : 1;  // safe divisors when not block fp8
   constexpr int kSBK = SCALE_BLOCK_K > 0 ? SCALE_BLOCK_K : 1;
+  constexpr bool kAct = FUSED_ACT != 0;
+  constexpr int kOutCols = kAct ? N : N_OUT;             // columns of out
+  constexpr int kHalfW = kWarpTileN / 2;                 // fused: intermediate columns per warp
 
+  static_assert(FUSED_ACT == 0 || FUSED_ACT == 1, "FUSED_ACT must be 0 or 1");
+  static_assert(!kAct || gemm_act_violation(kUp, kFp8, N, kWarpTileN) == nullptr,
+                "FUSED_ACT: up stage, bf16/fp16, N % 8 == 0, warp slice / 2 a multiple of 8 "
+                "(see tile_math::gemm_act_violation's reason on the host)");
   static_assert(tile_rule_violation(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps,
                                     num_stages, SPLIT_K, kBytes, kBytes, kBlockScale) == nullptr,
                 "config breaks tile_math::tile_rule_violation (see its reason on the host)");
@@ -181,8 +199,14 @@ __global__ void __launch_bounds__(num_warps * 32)
     const int idx = tid + i * kThreads;
     const int row = idx / kChunks, chunk = idx % kChunks;
     const bool in_tile = idx < BLOCK_SIZE_N * kChunks;
-    const int n = n_start + row;
+    int n = n_start + row;
     b_ok[i] = in_tile && (!kNTail || n < N_OUT);
+    if constexpr (kAct) {  // warp slice: W/2 gate rows, then the W/2 up rows of the same columns
+      const int r = row % kWarpTileN;
+      const int col = n_start / 2 + (row / kWarpTileN) * kHalfW + r % kHalfW;
+      n = r < kHalfW ? col : N + col;
+      b_ok[i] = in_tile && (!kNTail || col < N);
+    }
     b_src[i] = w_bytes + (b_ok[i] ? ((long long)expert * N_OUT + n) * (long long)(K_RED * kBytes) +
                                         chunk * 16
                                   : 0);
@@ -399,6 +423,32 @@ __global__ void __launch_bounds__(num_warps * 32)
 #pragma unroll
         for (int c = 0; c < 4; ++c) acc[i][j][c] = sum[i][j][c];
     if (tid == 0) counters[tile] = 0;  // ready for the next launch
+  }
+
+  // ---- fused epilogue: silu(gate) · up of the same columns, store valid slots -----------------
+  if constexpr (kAct) {
+    const int col0 = (n_start + warp_n0) / 2 + (lane & 3) * 2;  // this thread's first column
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int slot = s_slot[warp_m0 + i * 16 + (lane >> 2) + 8 * h];
+        if (slot < 0) continue;
+#pragma unroll
+        for (int j = 0; j < NT / 2; ++j) {
+          const int c = col0 + j * 8;
+          if (kNTail && c >= N) continue;
+          const float v0 = act::silu_mul(acc[i][j][2 * h], acc[i][j + NT / 2][2 * h]);
+          const float v1 = act::silu_mul(acc[i][j][2 * h + 1], acc[i][j + NT / 2][2 * h + 1]);
+          const long long off = (long long)slot * kOutCols + c;
+          if constexpr (DTYPE == kDtypeFp16)
+            *reinterpret_cast<__half2*>(static_cast<__half*>(out) + off) = __floats2half2_rn(v0, v1);
+          else
+            *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(out) + off) =
+                __floats2bfloat162_rn(v0, v1);
+        }
+      }
+    return;
   }
 
   // ---- epilogue: scale, routed weight, store valid slots ---------------------------------------

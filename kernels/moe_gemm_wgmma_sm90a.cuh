@@ -21,11 +21,18 @@
 // fence.proxy.async); the num_warps consumer warps wait on `full`, run the tile's wgmmas, free the
 // slot on its `empty` mbarrier and fold while the other consumer warpgroups' MMAs run.
 //
+// FUSED_ACT = 1 (up stage, bf16/fp16): SiLU(gate)·up in the epilogue, out [M*TOPK, N], as in
+// kernels/moe_gemm_mma.cuh with the warpgroup's WN columns as the slice: its B tile rows
+// [0, WN/2) load the gate rows and [WN/2, WN) the up rows of the same WN/2 intermediate columns,
+// so n8 chunk j < NT/2 and j + NT/2 of a thread hold gate and up of the same columns. The staged
+// output rows are BLOCK_SIZE_N/2 columns wide.
+//
 // Chosen by src/gemm for arch sm_90a when tile_math::gemm_wgmma_eligible(config) holds.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "common/act.cuh"
 #include "common/mbarrier.cuh"
 #include "common/ptx.cuh"
 #include "common/tile_math.cuh"
@@ -46,7 +53,8 @@ template <int STAGE,          // tile_math::kStageUp (w13) or kStageDown (w2, ti
           int GROUP_SIZE_M,   // M-blocks sweeping one N-tile together (L2 reuse of weight tiles)
           int num_warps,      // warps per block
           int num_stages,     // cp.async ring depth (num_stages - 1 K-tiles in flight)
-          int SPLIT_K>        // blocks sharing one output tile's reduction (gridDim.y)
+          int SPLIT_K,        // blocks sharing one output tile's reduction (gridDim.y)
+          int FUSED_ACT>      // 1: up stage writes silu(gate)·up [M*TOPK, N] (bf16/fp16); else 0
 __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
     num_warps, tile_math::gemm_wgmma_warp_specialized(DTYPE == tile_math::kDtypeFp8Block,
                                                       STAGE == tile_math::kStageUp ? K : N,
@@ -92,7 +100,14 @@ __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
   constexpr bool kNTail = N_OUT % BLOCK_SIZE_N != 0;
   constexpr int kSBN = SCALE_BLOCK_N > 0 ? SCALE_BLOCK_N : 1;  // safe divisors when not block fp8
   constexpr int kSBK = SCALE_BLOCK_K > 0 ? SCALE_BLOCK_K : 1;
+  constexpr bool kAct = FUSED_ACT != 0;
+  constexpr int kOutCols = kAct ? N : N_OUT;             // columns of out
+  constexpr int kHalfW = WN / 2;                         // fused: intermediate columns per warpgroup
 
+  static_assert(FUSED_ACT == 0 || FUSED_ACT == 1, "FUSED_ACT must be 0 or 1");
+  static_assert(!kAct || gemm_act_violation(kUp, kFp8, N, WN) == nullptr,
+                "FUSED_ACT: up stage, bf16/fp16, N % 8 == 0, warpgroup slice / 2 a multiple of 8 "
+                "(see tile_math::gemm_act_violation's reason on the host)");
   static_assert(tile_rule_violation(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps,
                                     num_stages, SPLIT_K, kBytes, kBytes, kBlockScale) == nullptr,
                 "config breaks tile_math::tile_rule_violation (see its reason on the host)");
@@ -189,8 +204,14 @@ __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
     const int idx = ltid + i * kLoaders;
     const int row = idx / kChunks, chunk = idx % kChunks;
     const bool in_tile = idx < BLOCK_SIZE_N * kChunks;
-    const int n = n_start + row;
+    int n = n_start + row;
     b_ok[i] = in_tile && (!kNTail || n < N_OUT);
+    if constexpr (kAct) {  // warpgroup slice: WN/2 gate rows, then the up rows of the same columns
+      const int r = row % WN;
+      const int col = n_start / 2 + (row / WN) * kHalfW + r % kHalfW;
+      n = r < kHalfW ? col : N + col;
+      b_ok[i] = in_tile && (!kNTail || col < N);
+    }
     b_src[i] = w_bytes + (b_ok[i] ? ((long long)expert * N_OUT + n) * (long long)(K_RED * kBytes) +
                                         chunk * 16
                                   : 0);
@@ -474,13 +495,25 @@ __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
       return *reinterpret_cast<const unsigned*>(&b);
     }
   };
+  // Fused: the value of n8 chunk j (< NT/2) of slice i, half h: silu(gate) · up, as a packed pair.
+  auto out_pair = [&](int i, int j, int h, float rs) {
+    if constexpr (kAct)
+      return pack(act::silu_mul(acc[i][4 * j + 2 * h], acc[i][4 * (j + NT / 2) + 2 * h]),
+                  act::silu_mul(acc[i][4 * j + 2 * h + 1], acc[i][4 * (j + NT / 2) + 2 * h + 1]));
+    else
+      return pack(acc[i][4 * j + 2 * h] * rs, acc[i][4 * j + 2 * h + 1] * rs);
+  };
+  constexpr int kOutChunks = kAct ? NT / 2 : NT;          // n8 output chunks per slice
+  constexpr int kOutTileCols = kAct ? BLOCK_SIZE_N / 2 : BLOCK_SIZE_N;
+  const int out_n0 = kAct ? n_start / 2 : n_start;        // first output column of the tile
+  const int out_wg0 = kAct ? wg_n0 / 2 : wg_n0;           // of the warpgroup, within the tile
   // Staged through shared memory (the ring is free now): from the fragments a warp's store
   // covers 8 rows x 16 bytes; from the staged tile it writes whole 16-byte chunks, consecutive
   // threads along a row (GEMM2 writes M*topk*K*2 bytes: the largest stream of the layer at large
   // M). Rows are padded by 16 bytes so that a fragment store's 8 rows hit 8 different bank groups.
-  constexpr int kOutRowBytes = BLOCK_SIZE_N * 2 + 16;
+  constexpr int kOutRowBytes = kOutTileCols * 2 + 16;
   constexpr bool kStaged =
-      BLOCK_SIZE_M * kOutRowBytes <= num_stages * kStageBytes && N_OUT % 8 == 0;
+      BLOCK_SIZE_M * kOutRowBytes <= num_stages * kStageBytes && kOutCols % 8 == 0;
   if constexpr (kStaged) {
     consumer_sync();  // every warpgroup's wgmmas are done reading the ring
 #pragma unroll
@@ -490,21 +523,20 @@ __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
         const int r = wg_m0 + i * 64 + lane_row + 8 * h;
         const int slot = s_slot[r];
         const float rs = slot < 0 ? 0.f : row_scale_of(slot);
-        unsigned char* row = smem + r * kOutRowBytes + (wg_n0 + (lane & 3) * 2) * 2;
+        unsigned char* row = smem + r * kOutRowBytes + (out_wg0 + (lane & 3) * 2) * 2;
 #pragma unroll
-        for (int j = 0; j < NT; ++j)
-          *reinterpret_cast<unsigned*>(row + j * 16) =
-              pack(acc[i][4 * j + 2 * h] * rs, acc[i][4 * j + 2 * h + 1] * rs);
+        for (int j = 0; j < kOutChunks; ++j)
+          *reinterpret_cast<unsigned*>(row + j * 16) = out_pair(i, j, h, rs);
       }
     consumer_sync();
-    constexpr int kRowChunks = BLOCK_SIZE_N / 8;  // 16-byte chunks of an output row
+    constexpr int kRowChunks = kOutTileCols / 8;  // 16-byte chunks of an output row
     for (int idx = tid; idx < BLOCK_SIZE_M * kRowChunks; idx += kThreads) {
       const int r = idx / kRowChunks, c = idx % kRowChunks;
       const int slot = s_slot[r];
-      const int n = n_start + c * 8;
-      if (slot < 0 || (kNTail && n >= N_OUT)) continue;
+      const int n = out_n0 + c * 8;
+      if (slot < 0 || (kNTail && n >= kOutCols)) continue;
       *reinterpret_cast<uint4*>(static_cast<unsigned char*>(out) +
-                                ((long long)slot * N_OUT + n) * 2) =
+                                ((long long)slot * kOutCols + n) * 2) =
           *reinterpret_cast<const uint4*>(smem + r * kOutRowBytes + c * 16);
     }
   } else {
@@ -516,12 +548,11 @@ __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
         if (slot < 0) continue;
         const float rs = row_scale_of(slot);
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const int n = n_start + wg_n0 + j * 8 + (lane & 3) * 2;
-          if (kNTail && n >= N_OUT) continue;
+        for (int j = 0; j < kOutChunks; ++j) {
+          const int n = out_n0 + out_wg0 + j * 8 + (lane & 3) * 2;
+          if (kNTail && n >= kOutCols) continue;
           *reinterpret_cast<unsigned*>(static_cast<unsigned char*>(out) +
-                                       ((long long)slot * N_OUT + n) * 2) =
-              pack(acc[i][4 * j + 2 * h] * rs, acc[i][4 * j + 2 * h + 1] * rs);
+                                       ((long long)slot * kOutCols + n) * 2) = out_pair(i, j, h, rs);
         }
       }
   }

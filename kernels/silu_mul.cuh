@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(THREADS)
       act::load8<ACT>(hb + (slot * 2 * N + n0) * 2, g);
       act::load8<ACT>(hb + (slot * 2 * N + N + n0) * 2, u);
 #pragma unroll
-      for (int i = 0; i < 8; ++i) r[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+      for (int i = 0; i < 8; ++i) r[i] = act::silu_mul(g[i], u[i]);
     } else {
 #pragma unroll
       for (int i = 0; i < 8; ++i) r[i] = 0.0f;

@@ -5,6 +5,9 @@
 //
 // Pipeline (DESIGN.md): routing -> alignment -> [fp8: quantize hidden] -> GEMM1 (w13) ->
 // SiLU(gate)·up [fp8: quantize it] -> GEMM2 (w2, times the routed weight) -> sum over topk.
+// bf16/fp16 run SiLU(gate)·up inside GEMM1's epilogue (gemm1_fuses_act): GEMM1 writes the
+// [M*topk, N] activation directly, the [M*topk, 2N] intermediate never reaches memory and
+// MoeStage::act launches nothing. fp8_w8a8 keeps GEMM1 -> [M*topk, 2N] -> SiLU·up + quantization.
 //
 // Layouts (row-major, last dim contiguous; all pointers are device pointers; "act" is the
 // activation dtype: fp16 for Dtype::fp16, bf16 for bf16 and fp8_w8a8):
@@ -81,8 +84,10 @@ struct MoeWorkspaceLayout {
   std::size_t a_q = 0;                   // fp8: [M, K] e4m3
   std::size_t a_scale = 0;               // fp8: [M, K/bk] or [1] fp32
   std::size_t partials = 0;              // per-tensor fp8: amax partials
-  std::size_t h = 0;                     // GEMM1 out [M*topk, 2N] act
-  std::size_t act = 0;                   // silu_mul out [M*topk, N] act
+  bool gemm1_fused_act = false;          // bf16/fp16: GEMM1 writes `act` itself, `h` is empty
+  std::size_t h = 0;                     // fp8: GEMM1 out [M*topk, 2N] act; fused: 0 bytes
+  std::size_t act = 0;                   // SiLU(gate)·up [M*topk, N] act: GEMM1's out (fused)
+                                         // or the silu_mul stage's (fp8)
   std::size_t act_q = 0;                 // fp8: [M*topk, N] e4m3
   std::size_t act_scale = 0;             // fp8: [M*topk, N/bk] or [1] fp32
   std::size_t y = 0;                     // GEMM2 out [M*topk, K] act (times routed weight)
@@ -132,11 +137,12 @@ class FusedMoe {
   void forward(const MoeInputs& in, const MoeWeights& w, void* out, void* workspace,
                std::size_t workspace_bytes, CUstream stream) const;
   // One stage, reading its inputs from `in`/`w` and the workspace (earlier stages' outputs);
-  // `out` is used by MoeStage::reduce only.
+  // `out` is used by MoeStage::reduce only. bf16/fp16: gemm1 writes SiLU(gate)·up into the
+  // workspace's `act` and MoeStage::act does nothing (gemm1_fuses_act).
   void enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeights& w, void* out,
                      void* workspace, std::size_t workspace_bytes, CUstream stream) const;
   // "The GEMM phase" (DESIGN.md): from the alignment's output to GEMM2's output before the top-k
-  // sum: GEMM1, SiLU·up (and its fp8 quantization), GEMM2. Needs the routing, alignment and
+  // sum: GEMM1 (with SiLU·up fused for bf16/fp16), [fp8: SiLU·up and its quantization], GEMM2. Needs the routing, alignment and
   // (fp8) hidden quantization of the same call in the workspace.
   void enqueue_gemm_phase(const MoeInputs& in, const MoeWeights& w, void* workspace,
                           std::size_t workspace_bytes, CUstream stream) const;
@@ -147,6 +153,11 @@ class FusedMoe {
 };
 
 const char* to_string(MoeStage s);
+// True when GEMM1 computes SiLU(gate)·up in its epilogue for this shape (bf16, fp16; not fp8).
+bool gemm1_fuses_act(const MoeShape& shape);
+// The stage's name in reports: to_string(s), except "gemm1+act" and "act (in gemm1)" where
+// gemm1_fuses_act(shape) (the activation's time is inside gemm1's).
+const char* stage_name(MoeStage s, const MoeShape& shape);
 inline constexpr MoeStage kAllMoeStages[] = {MoeStage::routing, MoeStage::align, MoeStage::quant,
                                              MoeStage::gemm1,   MoeStage::act,   MoeStage::gemm2,
                                              MoeStage::reduce};

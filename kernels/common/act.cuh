@@ -43,6 +43,12 @@ __device__ __forceinline__ void store8(void* p, const float (&v)[8]) {
   *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
+// SiLU(gate) · up in fp32: silu(x) = x / (1 + exp(-x)). The silu_mul stage and GEMM1's fused
+// epilogue (FUSED_ACT) share it, so both give the same bits for the same fp32 inputs.
+__device__ __forceinline__ float silu_mul(float gate, float up) {
+  return gate / (1.0f + expf(-gate)) * up;
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));

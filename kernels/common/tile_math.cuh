@@ -134,6 +134,23 @@ MOETUNE_HD constexpr int gemm_wgmma_block_threads(int num_warps, bool warp_speci
 
 constexpr int kMaxSplitK = 16;
 
+// Why GEMM1 cannot fuse SiLU(gate)·up into its epilogue (FUSED_ACT), or nullptr. slice_cols: the
+// columns of one warp (mma.sync: BLOCK_SIZE_N / warps_n) or warpgroup (wgmma: its wgmma N); its
+// first half holds gate rows and its second half the up rows of the same intermediate columns, so
+// each half must be whole n8 MMA chunks. fp8 quantizes the intermediate per 128-column group in a
+// separate stage, so it keeps the unfused path.
+MOETUNE_HD constexpr const char* gemm_act_violation(bool up, bool fp8, int N, int slice_cols) {
+  if (!up) return "the fused SiLU(gate)*up epilogue belongs to GEMM1 (the up stage) only";
+  if (fp8)
+    return "the fused SiLU(gate)*up epilogue is for bf16/fp16; fp8 quantizes the intermediate per "
+           "128-column group in its own stage";
+  if (N % 8 != 0) return "fused SiLU(gate)*up needs N % 8 == 0 (whole n8 column chunks)";
+  if (slice_cols < 16 || slice_cols % 16 != 0)
+    return "fused SiLU(gate)*up needs half of each warp's (warpgroup's) column slice to be a "
+           "multiple of 8 (gate and up halves of whole n8 chunks)";
+  return nullptr;
+}
+
 // Why moetune's GEMM kernel cannot run this config (shape-independent rules), or nullptr.
 // block_scales: fp8 block-wise (true by default, the stricter rule when a_bytes == 1).
 // Shared memory against the GPU's limit and the fp8 scale-block rules are checked by the

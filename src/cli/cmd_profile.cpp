@@ -43,6 +43,7 @@ int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
                                  {"floor_us", s.floor_s * 1e6},
                                  {"pct_floor", s.pct_of_floor}};
         if (s.floor_measured_s > 0) j["floor_measured_us"] = s.floor_measured_s * 1e6;
+        if (!s.note.empty()) j["note"] = s.note;
         stages.push_back(j);
       }
       out.push_back({{"M", r.M},
@@ -62,15 +63,15 @@ int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
              opts.hot ? "hot" : "cold", tables.label);
   for (const moe::ProfileRow& r : rows) {
     fmt::print("\nM={}: layer {:.2f} us, stages sum {:.2f} us, dominant {}\n", r.M,
-               r.layer.median_s * 1e6, r.stages_sum_s * 1e6, to_string(r.dominant));
-    fmt::print("  {:<8}  {:>10}  {:>10}  {:>7}  {:>7}\n", "stage", "time_us", "floor_us", "%floor",
+               r.layer.median_s * 1e6, r.stages_sum_s * 1e6, stage_name(r.dominant, t.shape));
+    fmt::print("  {:<14}  {:>10}  {:>10}  {:>7}  {:>7}\n", "stage", "time_us", "floor_us", "%floor",
                "share");
     for (const moe::StageTiming& s : r.stages) {
       if (!s.runs) {
-        fmt::print("  {:<8}  {:>10}\n", to_string(s.stage), "-");
+        fmt::print("  {:<14}  {:>10}\n", stage_name(s.stage, t.shape), "-");
         continue;
       }
-      fmt::print("  {:<8}  {:>10.2f}  {:>10.2f}  {:>6.1f}%  {:>6.1f}%\n", to_string(s.stage),
+      fmt::print("  {:<14}  {:>10.2f}  {:>10.2f}  {:>6.1f}%  {:>6.1f}%\n", stage_name(s.stage, t.shape),
                  s.time.median_s * 1e6, s.floor_s * 1e6, s.pct_of_floor,
                  r.stages_sum_s > 0 ? 100 * s.time.median_s / r.stages_sum_s : 0.0);
     }

@@ -20,9 +20,19 @@
 
 namespace moetune::gemm {
 
-// up: GEMM1 with w13 (out = [M*topk, 2N]); down: GEMM2 with w2, times the routed weight.
-enum class GemmStage { up, down };
-const char* to_string(GemmStage s);  // "up", "down"
+// up: GEMM1 with w13 (out = [M*topk, 2N]); down: GEMM2 with w2, times the routed weight;
+// up_act: GEMM1 with SiLU(gate)·up fused into its epilogue (out = [M*topk, N], the activation
+// stage's output; bf16/fp16 only: the kernels' FUSED_ACT = 1). up and up_act share the grid,
+// the split-K workspace and the config rules; only the epilogue and out differ.
+enum class GemmStage { up, down, up_act };
+const char* to_string(GemmStage s);  // "up", "down", "up_act"
+bool gemm_stage_is_up(GemmStage s);  // up or up_act (w13, reduction over K)
+// Columns of out: 2N (up), N (up_act), K (down).
+int gemm_out_cols(const MoeShape& shape, GemmStage s);
+// How the layer runs GEMM1 for this dtype: up_act for bf16/fp16 (the activation fused into the
+// epilogue), up for fp8_w8a8 (its intermediate is quantized per 128-column group in the separate
+// activation stage).
+GemmStage gemm1_stage(const MoeShape& shape);
 
 // Pointers are device pointers; shapes row-major, the last dim contiguous. Element types:
 // bf16 shapes use __nv_bfloat16 for a and out, fp16 __half, fp8_w8a8 e4m3 for a and w with bf16
@@ -40,8 +50,9 @@ struct GemmArgs {
   // fp8 block-wise: up w13_scale [E, 2N/block_n, K/block_k], down w2_scale [E, K/block_n,
   // N/block_k]; fp8 per-tensor: [E]; bf16/fp16: nullptr. fp32.
   const float* w_scale = nullptr;
-  // up: [M*topk, 2N]; down: [M*topk, K], each slot's row times topk_weights[slot]. bf16 (fp16
-  // for fp16). Only rows of valid slots (< M*topk) on experts of this rank are written.
+  // up: [M*topk, 2N]; up_act: [M*topk, N] = silu(gate)·up; down: [M*topk, K], each slot's row
+  // times topk_weights[slot]. bf16 (fp16 for fp16). Only rows of valid slots (< M*topk) on
+  // experts of this rank are written.
   void* out = nullptr;
   const float* topk_weights = nullptr;  // [M, topk] fp32; read by down only
   const int32_t* sorted_token_ids = nullptr;        // [max_num_tokens_padded]
@@ -63,9 +74,11 @@ struct GemmArgs {
 // The kernel instance for (shape, config, stage) on `arch` ("sm_80", "sm_89", "sm_90a",
 // "sm_120"...). Name carries the path and config:
 // moe_gemm_up_fp8b_m16n64k128_g1_w4_s4_sk1_N256_K3072_topk8_b128x128,
-// moe_gemm_down_bf16_wgmma_m128n128k64_g16_w8_s4_sk1_N256_K3072_topk8 (sm_90a, wgmma tiles).
+// moe_gemm_down_bf16_wgmma_m128n128k64_g16_w8_s4_sk1_N256_K3072_topk8 (sm_90a, wgmma tiles),
+// moe_gemm_up_act_bf16_m16n64k128_g1_w4_s3_sk1_N256_K3072_topk8 (fused SiLU·up, FUSED_ACT=1).
 // Throws InputError(key, value, reason) for a config the kernel cannot run on this shape
-// (tile_rule_violation, block-fp8 scale straddling, fp8 below sm_89).
+// (tile_rule_violation, block-fp8 scale straddling, fp8 below sm_89, up_act with fp8 or with a
+// warp slice whose halves are not whole n8 chunks: tile_math::gemm_act_violation).
 cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& config,
                                   GemmStage stage, const std::string& arch);
 

@@ -13,7 +13,7 @@ namespace {
 
 namespace tm = tile_math;
 
-bool is_up(GemmStage s) { return s == GemmStage::up; }
+bool is_up(GemmStage s) { return s != GemmStage::down; }
 
 int dtype_code(const MoeShape& shape) {
   switch (shape.dtype) {
@@ -76,6 +76,23 @@ void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
     throw InputError("SPLIT_K", std::to_string(c.SPLIT_K),
                      fmt::format("more than the {} K-tiles of BLOCK_SIZE_K {}", k_tiles,
                                  c.BLOCK_SIZE_K));
+  if (stage == GemmStage::up_act) {
+    // The column slice of one warp (mma.sync) or warpgroup (wgmma) that pairs gate and up.
+    int slice = 0;
+    if (gemm_uses_wgmma(shape, c, arch)) {
+      const int wg_m = tm::gemm_wg_m(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps);
+      slice = c.BLOCK_SIZE_N / (c.num_warps / 4 / wg_m);
+    } else {
+      const int warps_m = tm::gemm_warps_m(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps);
+      slice = c.BLOCK_SIZE_N / (c.num_warps / warps_m);
+    }
+    if (const char* why = tm::gemm_act_violation(true, shape.dtype == Dtype::fp8_w8a8, shape.N, slice)) {
+      if (shape.dtype == Dtype::fp8_w8a8) throw InputError("stage", "up_act", why);
+      if (shape.N % 8 != 0) throw InputError("N", std::to_string(shape.N), why);
+      throw InputError("BLOCK_SIZE_N", std::to_string(c.BLOCK_SIZE_N),
+                       fmt::format("{} (slice of {} columns)", why, slice));
+    }
+  }
   if (block) {
     const auto [bn, bk] = *shape.block_shape;
     if (bk % c.BLOCK_SIZE_K != 0)
@@ -92,7 +109,24 @@ void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
 
 }  // namespace
 
-const char* to_string(GemmStage s) { return is_up(s) ? "up" : "down"; }
+const char* to_string(GemmStage s) {
+  switch (s) {
+    case GemmStage::up: return "up";
+    case GemmStage::down: return "down";
+    case GemmStage::up_act: return "up_act";
+  }
+  return "?";
+}
+
+bool gemm_stage_is_up(GemmStage s) { return is_up(s); }
+
+int gemm_out_cols(const MoeShape& shape, GemmStage s) {
+  return s == GemmStage::up_act ? shape.N : n_out(shape, s);
+}
+
+GemmStage gemm1_stage(const MoeShape& shape) {
+  return shape.dtype == Dtype::fp8_w8a8 ? GemmStage::up : GemmStage::up_act;
+}
 
 bool gemm_uses_wgmma(const MoeShape& shape, const KernelConfig& c, const std::string& arch) {
   const int bytes = weight_bytes(shape.dtype);
@@ -128,6 +162,7 @@ cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& c, 
   arg("num_warps", c.num_warps);
   arg("num_stages", c.num_stages);
   arg("SPLIT_K", c.SPLIT_K);
+  arg("FUSED_ACT", stage == GemmStage::up_act ? 1 : 0);
   spec.name = fmt::format("moe_gemm_{}_{}{}_{}_N{}_K{}_topk{}", to_string(stage), dtype_tag(code),
                           wgmma ? "_wgmma" : "", config_text(c), shape.N, shape.K, shape.topk);
   if (block) spec.name += fmt::format("_b{}x{}", bn, bk);

@@ -246,7 +246,7 @@ std::pair<KernelConfig, KernelConfig> random_valid_configs(const MoeShape& shape
     }
     throw InputError("config", "random", "no valid config found in 5000 draws");
   };
-  const KernelConfig up = draw(0, gemm::GemmStage::up);
+  const KernelConfig up = draw(0, gemm::gemm1_stage(shape));  // as the layer runs GEMM1
   const KernelConfig down = draw(up.BLOCK_SIZE_M, gemm::GemmStage::down);
   return {up, down};
 }
@@ -462,7 +462,10 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
             emit("quant", rel_error(got, ref_deq), 1e-2, std::int64_t(layer_rows.size()), "");
           }
           // --- gemm1 / act / gemm2 / reduce on the GPU's own inputs, for stage_rows tokens.
-          g.h = download<std::uint16_t>(ws, L.h, std::size_t(slots) * 2 * s.N);
+          // bf16/fp16: GEMM1 wrote SiLU(gate)·up itself (no [slots, 2N] intermediate): the
+          // fused stage is checked against silu_mul of the fp64 GEMM1 reference.
+          const bool fused_act = L.gemm1_fused_act;
+          if (!fused_act) g.h = download<std::uint16_t>(ws, L.h, std::size_t(slots) * 2 * s.N);
           g.act = download<std::uint16_t>(ws, L.act, std::size_t(slots) * s.N);
           g.y = download<std::uint16_t>(ws, L.y, std::size_t(slots) * s.K);
           if (is_fp8(s)) {
@@ -502,8 +505,12 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
                   w13_row(s, hview, e, n, wrow.data());
                   double acc = 0;
                   for (int k = 0; k < s.K; ++k) acc += xa[k] * wrow[k];
-                  o.h_ref.push_back(acc);
-                  o.h_got.push_back(hrow[n] = half_bits_to_double(act, g.h[sl * 2 * s.N + n]));
+                  if (fused_act) {  // not in memory: act's reference starts from fp64
+                    hrow[n] = acc;
+                  } else {
+                    o.h_ref.push_back(acc);
+                    o.h_got.push_back(hrow[n] = half_bits_to_double(act, g.h[sl * 2 * s.N + n]));
+                  }
                 }
                 silu_mul_reference(hrow.data(), 1, s.N, arow.data());  // act
                 for (int n = 0; n < s.N; ++n) {
@@ -559,8 +566,13 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
             cat(o_ref, o.o_ref);
           }
           const std::int64_t nr = std::int64_t(stage_rows.size());
-          emit("gemm1", rel_error(h_got, h_ref), thr, nr, "");
-          emit("act", rel_error(a_got, a_ref), 1e-2, nr, "");
+          if (fused_act) {
+            emit("gemm1+act", rel_error(a_got, a_ref), thr, nr,
+                 "SiLU(gate)*up fused into GEMM1's epilogue, against the fp64 GEMM1 reference");
+          } else {
+            emit("gemm1", rel_error(h_got, h_ref), thr, nr, "");
+            emit("act", rel_error(a_got, a_ref), 1e-2, nr, "");
+          }
           if (is_fp8(s)) emit("act_quant", rel_error(aq_got, aq_ref), 1e-2, nr, "");
           emit("gemm2", rel_error(y_got, y_ref), thr, nr, "");
           emit("reduce", rel_error(o_got, o_ref), 1e-2, nr, "");
@@ -661,7 +673,9 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
     const MoeShape s = with_dtype_variant(shapes[0].shape, variant);
     if (is_fp8(s) && !has_fp8) continue;
     for (const KernelConfig& c : {small, is_fp8(s) ? large_fp8 : large})
-      for (gemm::GemmStage st : {gemm::GemmStage::up, gemm::GemmStage::down}) {
+      for (gemm::GemmStage st :
+           {gemm::GemmStage::up, gemm::GemmStage::up_act, gemm::GemmStage::down}) {
+        if (st == gemm::GemmStage::up_act && is_fp8(s)) continue;  // fp8 keeps the act stage
         try {
           specs.push_back(gemm::gemm_kernel_spec(s, c, st, arch));
         } catch (const InputError&) {

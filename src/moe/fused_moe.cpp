@@ -29,6 +29,18 @@ const char* to_string(MoeStage s) {
   return "?";
 }
 
+bool gemm1_fuses_act(const MoeShape& shape) {
+  return gemm::gemm1_stage(shape) == gemm::GemmStage::up_act;
+}
+
+const char* stage_name(MoeStage s, const MoeShape& shape) {
+  if (gemm1_fuses_act(shape)) {
+    if (s == MoeStage::gemm1) return "gemm1+act";
+    if (s == MoeStage::act) return "act (in gemm1)";
+  }
+  return to_string(s);
+}
+
 namespace {
 
 constexpr std::size_t kAlign = 256;
@@ -145,7 +157,7 @@ void FusedMoe::check(const MoeShape& shape, const GpuSpec& gpu, const ConfigTabl
       (void)gemm::gemm_kernel_spec(shape, c, stage, arch);  // throws InputError
     }
   };
-  validate(up, gemm::GemmStage::up);
+  validate(up, gemm::gemm1_stage(shape));
   validate(down, gemm::GemmStage::down);
   std::set<int> keys;
   for (const auto& [k, c] : up) keys.insert(k);
@@ -189,7 +201,7 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   std::size_t gemm_up_bytes = 0, gemm_down_bytes = 0;
   for (const auto& [k, c] : impl_->up)
     gemm_up_bytes =
-        std::max(gemm_up_bytes, gemm::gemm_workspace_bytes(s, c, gemm::GemmStage::up, M));
+        std::max(gemm_up_bytes, gemm::gemm_workspace_bytes(s, c, gemm::gemm1_stage(s), M));
   for (const auto& [k, c] : impl_->down)
     gemm_down_bytes =
         std::max(gemm_down_bytes, gemm::gemm_workspace_bytes(s, c, gemm::GemmStage::down, M));
@@ -211,7 +223,8 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   L.a_q = take(fp8(s) ? static_cast<std::size_t>(M) * s.K : 0);
   L.a_scale = take(block_fp8(s) ? static_cast<std::size_t>(M) * (s.K / bk) * 4 : fp8(s) ? 4 : 0);
   L.partials = take(fp8(s) && !block_fp8(s) ? moe::kAmaxPartials * 4 : 0);
-  L.h = take(slots * 2 * s.N * act_bytes);
+  L.gemm1_fused_act = gemm1_fuses_act(s);
+  L.h = take(L.gemm1_fused_act ? 0 : slots * 2 * s.N * act_bytes);  // fused: never in memory
   L.act = take(slots * s.N * act_bytes);
   L.act_q = take(fp8(s) ? slots * s.N : 0);
   L.act_scale = take(block_fp8(s) ? slots * (s.N / bk) * 4 : fp8(s) ? 4 : 0);
@@ -240,7 +253,7 @@ void FusedMoe::prepare(std::int64_t max_M) {
   specs.push_back(moe::routing_spec(s, arch));
   std::set<int> bms;
   for (const auto& c : reachable(impl_->up, max_M)) {
-    specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::up, arch));
+    specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::gemm1_stage(s), arch));
     bms.insert(c.BLOCK_SIZE_M);
   }
   for (const auto& c : reachable(impl_->down, max_M))
@@ -254,7 +267,7 @@ void FusedMoe::prepare(std::int64_t max_M) {
     specs.push_back(moe::quant_spec(s.dtype, block_k(s), arch));
     if (!block_fp8(s)) specs.push_back(moe::amax_spec(s.dtype, arch));
   }
-  specs.push_back(moe::silu_mul_spec(s, arch));
+  if (!gemm1_fuses_act(s)) specs.push_back(moe::silu_mul_spec(s, arch));
   specs.push_back(moe::topk_reduce_spec(s, arch));
 
   auto& jit = cuda::Jit::instance();
@@ -295,7 +308,7 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     a.num_tokens_post_padded = ntpp;
     a.M = M;
     a.max_num_tokens_padded = L.max_num_tokens_padded;
-    const bool up = st == gemm::GemmStage::up;
+    const bool up = gemm::gemm_stage_is_up(st);
     const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
     a.workspace = bytes > 0 ? ws + (up ? L.gemm_up : L.gemm_down) : nullptr;
     a.workspace_bytes = bytes;
@@ -322,16 +335,19 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
       return;
     case MoeStage::gemm1: {
       need_weights(true);
-      gemm::GemmArgs a = gemm_args(gemm::GemmStage::up);
+      // bf16/fp16: SiLU(gate)·up in the epilogue, straight into the activation buffer.
+      const gemm::GemmStage st = gemm::gemm1_stage(s);
+      gemm::GemmArgs a = gemm_args(st);
       a.a = fp8(s) ? static_cast<const void*>(ws + L.a_q) : in.hidden;
       a.a_scale = fp8(s) ? reinterpret_cast<const float*>(ws + L.a_scale) : nullptr;
       a.w = w.w13;
       a.w_scale = fp8(s) ? w.w13_scale : nullptr;
-      a.out = ws + L.h;
+      a.out = st == gemm::GemmStage::up_act ? ws + L.act : ws + L.h;
       gemm::launch_gemm(s, up_config(M), a, stream);
       return;
     }
     case MoeStage::act:
+      if (gemm1_fuses_act(s)) return;  // GEMM1's epilogue wrote it
       moe::launch_silu_mul(s, arch, ws + L.h, ws + L.act, p.topk_ids, M, rank, stream);
       if (fp8(s))
         moe::launch_quant(s.dtype, block_k(s), arch, ws + L.act, slots, s.N,

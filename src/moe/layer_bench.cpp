@@ -140,6 +140,7 @@ StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool rou
   const double wb = weight_bytes(s.dtype), ab = fp8 ? 1.0 : 2.0;
   const int bk = block ? (*s.block_shape)[1] : 0, bn = block ? (*s.block_shape)[0] : 0;
   const double experts = active_experts(s, M);
+  const bool fused_act = gemm1_fuses_act(s);  // bf16/fp16: GEMM1 writes SiLU(gate)·up itself
   StageCost c;
   switch (stage) {
     case MoeStage::routing:
@@ -153,10 +154,11 @@ StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool rou
       break;
     case MoeStage::gemm1:
       c.bytes = experts * (2.0 * s.N * s.K * wb + (block ? (2.0 * s.N / bn) * (s.K / bk) * 4 : 0)) +
-                m * s.K * ab + local * 2 * s.N * 2;
+                m * s.K * ab + local * (fused_act ? 1 : 2) * s.N * 2;
       c.flops = 2.0 * local * 2 * s.N * s.K;
       break;
     case MoeStage::act:
+      if (fused_act) break;  // inside gemm1
       c.bytes = slots * 2 * s.N * 2 + slots * s.N * 2;
       if (fp8) c.bytes += slots * s.N * 2 + slots * s.N + (block ? slots * (s.N / bk) * 4 : 0);
       break;

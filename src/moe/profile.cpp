@@ -36,7 +36,12 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       t.flops = c.flops;
       t.floor_s = std::max(c.bytes / spec.bandwidth_Bps, c.flops / spec.peak_flops);
       if (meas) t.floor_measured_s = std::max(c.bytes / meas->bandwidth_Bps, c.flops / meas->peak_flops);
-      t.runs = !(st == MoeStage::quant && s.dtype != Dtype::fp8_w8a8);
+      const bool fused_act = gemm1_fuses_act(s);
+      t.runs = !(st == MoeStage::quant && s.dtype != Dtype::fp8_w8a8) &&
+               !(st == MoeStage::act && fused_act);
+      if (fused_act && st == MoeStage::gemm1)
+        t.note = "includes act: SiLU(gate)*up runs in GEMM1's epilogue";
+      if (fused_act && st == MoeStage::act) t.note = "fused into gemm1";
       if (t.runs) {
         auto fn = [&](CUstream strm, int i) {
           const BenchSet& b = d.sets[i % d.sets.size()];

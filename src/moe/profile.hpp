@@ -38,7 +38,9 @@ struct StageTiming {
   double floor_s = 0;           // max(bytes / bandwidth, flops / peak), spec-sheet ceilings
   double floor_measured_s = 0;  // the same over measured ceilings (0 = none given)
   double pct_of_floor = 0;      // 100 * floor_s / median
-  bool runs = true;             // false: nothing to do for this dtype/input (bf16 quant)
+  bool runs = true;             // false: nothing to do for this dtype/input (bf16 quant; bf16/
+                                // fp16 act, which runs inside gemm1)
+  std::string note;             // e.g. gemm1 includes the activation (gemm1_fuses_act)
 };
 
 struct ProfileRow {

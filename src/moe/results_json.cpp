@@ -50,7 +50,7 @@ nlohmann::json to_json(const CheckReport& r) {
 
 nlohmann::json to_json(const ProfileRow& r) {
   nlohmann::json stages = nlohmann::json::array();
-  for (const auto& t : r.stages)
+  for (const auto& t : r.stages) {
     stages.push_back({{"stage", to_string(t.stage)},
                       {"runs", t.runs},
                       {"time", summary_us(t.time)},
@@ -59,6 +59,8 @@ nlohmann::json to_json(const ProfileRow& r) {
                       {"floor_us", t.floor_s * 1e6},
                       {"floor_measured_us", t.floor_measured_s * 1e6},
                       {"pct_of_floor", num(t.pct_of_floor)}});
+    if (!t.note.empty()) stages.back()["note"] = t.note;
+  }
   return {{"M", r.M},
           {"up", moetune::to_json(r.up)},
           {"down", moetune::to_json(r.down)},

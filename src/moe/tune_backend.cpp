@@ -22,6 +22,7 @@
 #include "cuda/nvml.hpp"
 #include "gemm/gemm.hpp"
 #include "moe/check.hpp"
+#include "moe/reference.hpp"
 #include "moetune/error.hpp"
 
 namespace moetune::moe {
@@ -64,11 +65,14 @@ void parallel_for(std::int64_t n, F&& f) {
   for (auto& t : pool) t.join();
 }
 
-gemm::GemmStage gemm_stage(tune::Stage s) {
-  return s == tune::Stage::up ? gemm::GemmStage::up : gemm::GemmStage::down;
+// The GEMM as the layer runs it: GEMM1 of bf16/fp16 has SiLU(gate)·up fused into its epilogue
+// (gemm::gemm1_stage), so the tuner measures and checks that kernel, not the unfused one.
+gemm::GemmStage gemm_stage(const MoeShape& shape, tune::Stage s) {
+  return s == tune::Stage::up ? gemm::gemm1_stage(shape) : gemm::GemmStage::down;
 }
 bool is_fp8(const MoeShape& s) { return s.dtype == Dtype::fp8_w8a8; }
 bool is_block(const MoeShape& s) { return is_fp8(s) && s.block_shape.has_value(); }
+// Rows of the stage's weight (w13: 2N, w2: K); the output's columns are gemm::gemm_out_cols.
 int n_out(const MoeShape& s, tune::Stage st) { return st == tune::Stage::up ? 2 * s.N : s.K; }
 int k_red(const MoeShape& s, tune::Stage st) { return st == tune::Stage::up ? s.K : s.N; }
 std::int64_t a_rows(const MoeShape& s, tune::Stage st, std::int64_t M) {
@@ -365,7 +369,8 @@ struct GemmWorkerBackend::Impl {
     const int n = std::clamp(static_cast<int>(kMaxInputCopyBytes / std::max<std::size_t>(h.data.size(), 1)),
                              1, std::max(count, 1));
     for (int i = 1; i < n; ++i) in.copies.push_back(copy_of(in.copies[0], *stream));
-    in.out = cuda::DeviceBuffer(static_cast<std::size_t>(M) * shape.topk * n_out(shape, st) * 2);
+    in.out = cuda::DeviceBuffer(static_cast<std::size_t>(M) * shape.topk *
+                                gemm::gemm_out_cols(shape, gemm_stage(shape, st)) * 2);
     stream->synchronize();
     return inputs.emplace(static_cast<int>(st), std::move(in)).first->second;
   }
@@ -428,7 +433,8 @@ std::vector<tune::MeasureReply> GemmWorkerBackend::compile(
   std::vector<cuda::KernelSpec> specs;
   for (std::size_t i = 0; i < configs.size(); ++i) {
     try {
-      specs.push_back(gemm::gemm_kernel_spec(shape, configs[i], gemm_stage(stage), impl_->info.arch()));
+      specs.push_back(
+          gemm::gemm_kernel_spec(shape, configs[i], gemm_stage(shape, stage), impl_->info.arch()));
     } catch (const InputError& e) {
       out[i].status = tune::CandidateStatus::pruned;
       out[i].reason = e.what();
@@ -446,7 +452,7 @@ tune::MeasureReply GemmWorkerBackend::measure(const tune::MeasureRequest& r) {
   m.open();
   m.require_usable();
   tune::MeasureReply reply;
-  const gemm::GemmStage gs = gemm_stage(r.stage);
+  const gemm::GemmStage gs = gemm_stage(r.shape, r.stage);
   cuda::KernelSpec spec;
   try {
     spec = gemm::gemm_kernel_spec(r.shape, r.config, gs, m.info.arch());
@@ -534,7 +540,7 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
   m.open();
   m.require_usable();
   tune::CheckResult result;
-  const gemm::GemmStage gs = gemm_stage(r.stage);
+  const gemm::GemmStage gs = gemm_stage(r.shape, r.stage);
   const MoeShape& s = r.shape;
   cuda::KernelSpec spec;
   try {
@@ -547,7 +553,9 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
     result.reason = "compile failed: " + failed;
     return result;
   }
-  const int no = n_out(s, r.stage), kr = k_red(s, r.stage);
+  // wr: weight rows (2N for w13); no: output columns (N when GEMM1 fuses SiLU(gate)·up).
+  const int wr = n_out(s, r.stage), no = gemm::gemm_out_cols(s, gs), kr = k_red(s, r.stage);
+  const bool fused_act = gs == gemm::GemmStage::up_act;
   const std::int64_t slots = std::int64_t(r.M) * s.topk;
   const Dtype act = activation_dtype(s.dtype);
   const std::uint64_t seed = mix(r.seed ^ 0xC0FFEEULL, static_cast<std::uint64_t>(r.M) * 2 + (r.stage == tune::Stage::up ? 0 : 1));
@@ -624,7 +632,7 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
   parallel_for(static_cast<std::int64_t>(rows.size()), [&](std::int64_t i) {
     const std::int64_t slot = rows[i];
     const std::int64_t arow = r.stage == tune::Stage::up ? slot / s.topk : slot;
-    std::vector<double> x(kr), wrow(kr);
+    std::vector<double> x(kr), wrow(kr), h(wr), act_ref(fused_act ? s.N : 0);
     for (int k = 0; k < kr; ++k) {
       const std::size_t at = static_cast<std::size_t>(arow) * kr + k;
       if (is_fp8(s)) {
@@ -640,7 +648,7 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
     }
     const int e = routing.topk_ids[slot];
     const double route = r.stage == tune::Stage::down ? routing.topk_weights[slot] : 1.0;
-    for (int n = 0; n < no; ++n) {
+    for (int n = 0; n < wr; ++n) {
       if (r.stage == tune::Stage::up) {
         w13_row(s, hw, e, n, wrow.data());
       } else {
@@ -648,7 +656,11 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
       }
       double acc = 0;
       for (int k = 0; k < kr; ++k) acc += x[k] * wrow[k];
-      ref[i * no + n] = acc * route;
+      h[n] = acc * route;
+    }
+    if (fused_act) silu_mul_reference(h.data(), 1, s.N, act_ref.data());
+    for (int n = 0; n < no; ++n) {
+      ref[i * no + n] = fused_act ? act_ref[n] : h[n];
       got[i * no + n] = half_bits_to_double(act, got_all[slot * no + n]);
     }
   });

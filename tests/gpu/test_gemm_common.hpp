@@ -174,10 +174,14 @@ inline Routing make_routing(const MoeShape& s, int64_t M, int BM, uint64_t seed)
 
 // ---- weights and inputs of one shape -----------------------------------------------------------
 inline bool block_fp8(const MoeShape& s) { return s.dtype == Dtype::fp8_w8a8 && s.block_shape.has_value(); }
-inline int n_out(const MoeShape& s, GemmStage st) { return st == GemmStage::up ? 2 * s.N : s.K; }
-inline int k_red(const MoeShape& s, GemmStage st) { return st == GemmStage::up ? s.K : s.N; }
+// up and up_act (GEMM1 with SiLU(gate)·up fused) share w13, the input and the reduction.
+inline bool up_like(GemmStage st) { return st != GemmStage::down; }
+// Rows of the weight (w13: 2N, w2: K); the output has out_cols columns (N for up_act).
+inline int n_out(const MoeShape& s, GemmStage st) { return up_like(st) ? 2 * s.N : s.K; }
+inline int out_cols(const MoeShape& s, GemmStage st) { return st == GemmStage::up_act ? s.N : n_out(s, st); }
+inline int k_red(const MoeShape& s, GemmStage st) { return up_like(st) ? s.K : s.N; }
 inline int64_t a_rows(const MoeShape& s, GemmStage st, int64_t M) {
-  return st == GemmStage::up ? M : M * s.topk;
+  return up_like(st) ? M : M * s.topk;
 }
 
 // Scales: block fp8 [rows, k/bk] or per-tensor [1]; weights [E, n/bn, k/bk] or [E]. Values in
@@ -226,13 +230,13 @@ inline cuda::DeviceBuffer upload(const std::vector<T>& v) {
 }
 
 // fp64 reference of one output row (slot) of the GEMM, dequantised exactly as the kernel's
-// contract says.
+// contract says; up_act: silu(gate) · up of the fp64 GEMM1 row (out_cols = N values).
 inline void reference_row(const MoeShape& s, GemmStage st, const HostWeights& hw,
                           const HostInput& in, const Routing& r, int64_t slot,
                           std::vector<double>& row) {
   const int no = n_out(s, st), kr = k_red(s, st);
   const int e = r.topk_ids[slot];
-  const int64_t arow = st == GemmStage::up ? slot / s.topk : slot;
+  const int64_t arow = up_like(st) ? slot / s.topk : slot;
   row.assign(no, 0.0);
   std::vector<double> a(kr);
   for (int k = 0; k < kr; ++k) {
@@ -260,6 +264,10 @@ inline void reference_row(const MoeShape& s, GemmStage st, const HostWeights& hw
     acc *= tensor_scale;
     if (st == GemmStage::down) acc *= r.topk_weights[slot];
     row[n] = acc;
+  }
+  if (st == GemmStage::up_act) {
+    for (int c = 0; c < s.N; ++c) row[c] = row[c] / (1.0 + std::exp(-row[c])) * row[s.N + c];
+    row.resize(s.N);
   }
 }
 

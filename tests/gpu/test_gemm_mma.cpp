@@ -4,6 +4,8 @@
 // fresh random inputs per case, output poisoned with NaN before each launch. Checks: every row
 // of a valid slot written (no NaN anywhere in them), ‖out − ref‖/‖ref‖ over a sample of slots
 // <= 1e-2 (bf16/fp16) or 5e-2 (fp8), and split-K results bit-identical across two launches.
+// bf16/fp16 also run GEMM1 with SiLU(gate)·up fused (GemmStage::up_act, out [M*topk, N]) against
+// silu(gate)·up of the fp64 reference: every config above (split-K, wgmma, N-tails at N = 192).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -40,6 +42,12 @@ std::vector<KernelConfig> configs_for(const MoeShape& s) {
           cfg(64, 256, 64, 8, 4, 3), cfg(128, 64, 64, 8, 4, 3), cfg(256, 128, 64, 8, 8, 3)};
 }
 
+// fp8 keeps GEMM1 unfused (its intermediate is quantized per 128-column group).
+std::vector<GemmStage> stages_for(const MoeShape& s) {
+  if (s.dtype == Dtype::fp8_w8a8) return {GemmStage::up, GemmStage::down};
+  return {GemmStage::up, GemmStage::up_act, GemmStage::down};
+}
+
 bool gpu_ok(std::string* why) { return cuda::gpu_available(why); }
 
 struct CaseResult {
@@ -60,7 +68,7 @@ CaseResult run_case(const MoeShape& s, GemmStage st, const HostWeights& hw,
   auto d_sorted = upload(r.sorted_token_ids);
   auto d_eids = upload(r.expert_ids);
   auto d_ntpp = upload(std::vector<int32_t>{r.num_tokens_post_padded});
-  const int no = n_out(s, st);
+  const int no = out_cols(s, st);
   const int64_t slots = M * s.topk;
   cuda::DeviceBuffer d_out(static_cast<std::size_t>(slots) * no * 2);
   const std::size_t ws_bytes = gemm_workspace_bytes(s, c, st, M);
@@ -149,7 +157,7 @@ void check_shape(const char* name, const MoeShape& s, const std::vector<int64_t>
   uint64_t seed = 1234;
   {  // compile every instance first, in parallel (launch_gemm then loads from the cache)
     std::vector<cuda::KernelSpec> specs;
-    for (GemmStage st : {GemmStage::up, GemmStage::down})
+    for (GemmStage st : stages_for(s))
       for (const auto& c : configs_for(s)) try {
           specs.push_back(gemm_kernel_spec(s, c, st, arch));
         } catch (const InputError&) {
@@ -157,7 +165,7 @@ void check_shape(const char* name, const MoeShape& s, const std::vector<int64_t>
     for (const auto& r : cuda::Jit::instance().compile_many(specs, 0))
       EXPECT_FALSE(r.cubin.empty()) << r.spec.name << "\n" << r.log;
   }
-  for (GemmStage st : {GemmStage::up, GemmStage::down}) {
+  for (GemmStage st : stages_for(s)) {
     const HostWeights hw = make_weights(s, st, seed++);
     auto d_w = upload(hw.w);
     auto d_ws = upload(hw.w_scale);
@@ -191,8 +199,8 @@ TEST(GemmMma, DeepseekV3Tp8Fp8Block) { check_shape("dsv3-tp8-fp8b", make_shape(2
 TEST(GemmMma, MixtralTp2Bf16) { check_shape("mixtral-tp2-bf16", make_shape(8, 7168, 4096, 2, Dtype::bf16, false), kMs); }
 TEST(GemmMma, Qwen35Tp4Fp16) { check_shape("qwen-tp4-fp16", make_shape(256, 256, 3072, 8, Dtype::fp16, false), {1, 64, 257}); }
 TEST(GemmMma, Qwen35Tp4Fp8Tensor) { check_shape("qwen-tp4-fp8t", make_shape(256, 256, 3072, 8, Dtype::fp8_w8a8, false), {1, 64, 257}); }
-// N = 192 (1536 / TP8): N-tails on the up output (2N = 384 with BLOCK_SIZE_N 256 would tail) and
-// a K-tail on down (N = 192 with BLOCK_SIZE_K 128).
+// N = 192 (1536 / TP8): N-tails on the up output (2N = 384 with BLOCK_SIZE_N 256 would tail; fused
+// up_act: 192 % 128 intermediate columns per tile) and a K-tail on down (N = 192, BLOCK_SIZE_K 128).
 TEST(GemmMma, OddSizesBf16) { check_shape("odd-bf16", make_shape(64, 192, 2048, 6, Dtype::bf16, false), {1, 33, 257}); }
 
 }  // namespace

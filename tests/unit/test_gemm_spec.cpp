@@ -113,18 +113,111 @@ TEST(GemmSpec, NameAndTemplateArguments) {
   EXPECT_EQ(spec.name, "moe_gemm_up_fp8b_m16n64k128_g1_w4_s4_sk1_N256_K3072_topk8_b128x128");
   EXPECT_EQ(spec.file, "moe_gemm_mma.cuh");
   EXPECT_EQ(spec.kernel, "moetune::moe_gemm_mma");
-  ASSERT_EQ(spec.template_args.size(), 14u);
+  ASSERT_EQ(spec.template_args.size(), 15u);
   EXPECT_EQ(spec.template_args[0].first, "STAGE");
   EXPECT_EQ(spec.template_args[1], (std::pair<std::string, std::string>{"DTYPE", "2"}));
   EXPECT_EQ(spec.template_args[5].second, "128");  // SCALE_BLOCK_N
   EXPECT_EQ(spec.template_args[7], (std::pair<std::string, std::string>{"BLOCK_SIZE_M", "16"}));
   EXPECT_EQ(spec.template_args[13], (std::pair<std::string, std::string>{"SPLIT_K", "1"}));
+  EXPECT_EQ(spec.template_args[14], (std::pair<std::string, std::string>{"FUSED_ACT", "0"}));
   EXPECT_EQ(spec.name_expression(),
-            "moetune::moe_gemm_mma<0, 2, 256, 3072, 8, 128, 128, 16, 64, 128, 1, 4, 4, 1>");
+            "moetune::moe_gemm_mma<0, 2, 256, 3072, 8, 128, 128, 16, 64, 128, 1, 4, 4, 1, 0>");
 
   const auto down = gemm_kernel_spec(qwen_tp4(Dtype::bf16, false), cfg(64, 128, 64, 8, 4, 3, 2),
                                      GemmStage::down, "sm_80");
   EXPECT_EQ(down.name, "moe_gemm_down_bf16_m64n128k64_g8_w4_s3_sk2_N256_K3072_topk8");
+}
+
+// GEMM1 with SiLU(gate)·up fused (up_act): its own instance (name, FUSED_ACT = 1, so its own
+// cubin cache key), the up stage's grid and workspace, out [M*topk, N]; bf16/fp16 only.
+TEST(GemmSpec, FusedActInstance) {
+  const auto bf16 = qwen_tp4(Dtype::bf16, false);
+  const auto fp16 = qwen_tp4(Dtype::fp16, false);
+  const auto c = cfg(16, 64, 128, 1, 4, 3, 2);
+  const auto spec = gemm_kernel_spec(bf16, c, GemmStage::up_act, "sm_90a");
+  EXPECT_EQ(spec.name, "moe_gemm_up_act_bf16_m16n64k128_g1_w4_s3_sk2_N256_K3072_topk8");
+  EXPECT_EQ(spec.file, "moe_gemm_mma.cuh");
+  ASSERT_EQ(spec.template_args.size(), 15u);
+  EXPECT_EQ(spec.template_args[0], (std::pair<std::string, std::string>{"STAGE", "0"}));
+  EXPECT_EQ(spec.template_args[14], (std::pair<std::string, std::string>{"FUSED_ACT", "1"}));
+  EXPECT_EQ(spec.name_expression(),
+            "moetune::moe_gemm_mma<0, 0, 256, 3072, 8, 0, 0, 16, 64, 128, 1, 4, 3, 2, 1>");
+  EXPECT_NE(spec.name, gemm_kernel_spec(bf16, c, GemmStage::up, "sm_90a").name);
+  const auto wg = gemm_kernel_spec(fp16, cfg(128, 256, 64, 16, 8, 3), GemmStage::up_act, "sm_90a");
+  EXPECT_EQ(wg.file, "moe_gemm_wgmma_sm90a.cuh");
+  EXPECT_EQ(wg.name, "moe_gemm_up_act_fp16_wgmma_m128n256k64_g16_w8_s3_sk1_N256_K3072_topk8");
+  EXPECT_EQ(wg.template_args[14].second, "1");
+  // Same grid, block, shared memory and split-K workspace as the unfused GEMM1.
+  for (const std::string arch : {"sm_80", "sm_90a"}) {
+    const auto a = gemm_launch_geometry(bf16, c, GemmStage::up, 64, 64 * 8 + 256 * 15, arch);
+    const auto b = gemm_launch_geometry(bf16, c, GemmStage::up_act, 64, 64 * 8 + 256 * 15, arch);
+    EXPECT_EQ(a.grid.x, b.grid.x);
+    EXPECT_EQ(a.grid.y, b.grid.y);
+    EXPECT_EQ(a.block.x, b.block.x);
+    EXPECT_EQ(a.smem_bytes, b.smem_bytes);
+  }
+  EXPECT_EQ(gemm_workspace_bytes(bf16, c, GemmStage::up, 64),
+            gemm_workspace_bytes(bf16, c, GemmStage::up_act, 64));
+  EXPECT_EQ(gemm_out_cols(bf16, GemmStage::up), 512);
+  EXPECT_EQ(gemm_out_cols(bf16, GemmStage::up_act), 256);
+  EXPECT_EQ(gemm_out_cols(bf16, GemmStage::down), 3072);
+  EXPECT_TRUE(gemm_stage_is_up(GemmStage::up_act));
+  EXPECT_FALSE(gemm_stage_is_up(GemmStage::down));
+  EXPECT_STREQ(to_string(GemmStage::up_act), "up_act");
+  // The layer fuses for 16-bit dtypes only.
+  EXPECT_EQ(gemm1_stage(bf16), GemmStage::up_act);
+  EXPECT_EQ(gemm1_stage(fp16), GemmStage::up_act);
+  EXPECT_EQ(gemm1_stage(qwen_tp4(Dtype::fp8_w8a8, true)), GemmStage::up);
+  EXPECT_EQ(gemm1_stage(qwen_tp4(Dtype::fp8_w8a8, false)), GemmStage::up);
+}
+
+TEST(GemmSpec, FusedActRefusals) {
+  // fp8 keeps the separate activation stage (its intermediate is quantized per 128 columns).
+  for (bool block : {true, false}) {
+    try {
+      gemm_kernel_spec(qwen_tp4(Dtype::fp8_w8a8, block), cfg(16, 64, 128, 1, 4, 3),
+                       GemmStage::up_act, "sm_90a");
+      FAIL() << "fp8 with the fused activation accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.field(), "stage");
+      EXPECT_NE(std::string(e.what()).find("bf16/fp16"), std::string::npos) << e.what();
+    }
+  }
+  // N not a multiple of 8: the gate/up halves would not be whole n8 chunks.
+  try {
+    gemm_kernel_spec(make_shape(64, 100, 2048, 6, Dtype::bf16, false), cfg(16, 64, 128, 1, 4, 3),
+                     GemmStage::up_act, "sm_90a");
+    FAIL() << "N % 8 != 0 accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "N");
+  }
+  // The slice rule itself (unreachable through the tile rules, which keep warp slices multiples
+  // of 16 and wgmma slices 64/128/256, but static_asserted by both kernels).
+  EXPECT_EQ(tm::gemm_act_violation(true, false, 256, 16), nullptr);
+  EXPECT_EQ(tm::gemm_act_violation(true, false, 256, 256), nullptr);
+  const char* r = tm::gemm_act_violation(true, false, 256, 24);
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(std::string(r).find("multiple of 8"), std::string::npos);
+  EXPECT_NE(tm::gemm_act_violation(true, false, 256, 8), nullptr);
+  EXPECT_NE(tm::gemm_act_violation(false, false, 256, 64), nullptr);  // down
+  EXPECT_NE(tm::gemm_act_violation(true, true, 256, 64), nullptr);    // fp8
+  EXPECT_NE(tm::gemm_act_violation(true, false, 196, 64), nullptr);   // N % 8
+  // Every config of the classic space that the tile rules accept also fuses (bf16, sm_80 mma and
+  // sm_90a wgmma slices), N-tails included (N = 192 with BLOCK_SIZE_N 256: 128 columns per tile).
+  const auto odd = make_shape(64, 192, 2048, 6, Dtype::bf16, false);
+  int accepted = 0;
+  for (int bm : {16, 32, 64, 128, 256})
+    for (int bn : {32, 64, 128, 256})
+      for (int bk : {64, 128, 256})
+        for (int w : {4, 8}) {
+          if (tm::tile_rule_violation(bm, bn, bk, w, 3, 1, 2, 2, false) != nullptr) continue;
+          for (const std::string arch : {"sm_80", "sm_90a"}) {
+            EXPECT_NO_THROW(gemm_kernel_spec(odd, cfg(bm, bn, bk, 1, w, 3), GemmStage::up_act, arch))
+                << bm << " " << bn << " " << bk << " " << w << " " << arch;
+            ++accepted;
+          }
+        }
+  EXPECT_GT(accepted, 50);
 }
 
 TEST(GemmSpec, PicksWgmmaOnSm90aForEligibleTiles) {
@@ -237,6 +330,11 @@ TEST_F(GemmNvrtc, CompilesRepresentativeInstancesForEachArch) {
       {Dtype::bf16, false, GemmStage::down, cfg(64, 128, 64, 8, 4, 3)},
       {Dtype::fp16, false, GemmStage::up, cfg(128, 256, 64, 16, 8, 3)},   // wgmma on sm_90a
       {Dtype::bf16, false, GemmStage::down, cfg(128, 128, 64, 16, 4, 4, 2)},  // wgmma on sm_90a
+      // GEMM1 with SiLU(gate)·up fused (FUSED_ACT = 1):
+      {Dtype::bf16, false, GemmStage::up_act, cfg(16, 64, 128, 1, 4, 4, 4)},     // split-K
+      {Dtype::fp16, false, GemmStage::up_act, cfg(32, 128, 64, 1, 8, 5, 3)},     // mma, 8 warps
+      {Dtype::bf16, false, GemmStage::up_act, cfg(128, 128, 64, 16, 8, 4)},      // wgmma on sm_90a
+      {Dtype::fp16, false, GemmStage::up_act, cfg(64, 256, 64, 8, 4, 3, 2)},     // wgmma, split-K
   };
   const Case fp8_cases[] = {
       {Dtype::fp8_w8a8, true, GemmStage::up, cfg(16, 128, 128, 1, 4, 5, 2)},

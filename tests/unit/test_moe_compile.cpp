@@ -37,6 +37,29 @@ TEST(MoeCompileOnly, SetCoversEveryKernel) {
     }
 }
 
+// GEMM1 with SiLU(gate)·up fused (FUSED_ACT = 1) is in every target's set, bf16 and fp16, on the
+// mma.sync kernel and (sm_90a) the wgmma kernel; never for fp8.
+TEST(MoeCompileOnly, SetHasTheFusedActivationGemm) {
+  for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_120"}) {
+    std::set<std::string> fused;
+    for (const auto& s : kernel_specs_for_compile_only(arch)) {
+      bool act = false;
+      for (const auto& [k, v] : s.template_args)
+        if (k == "FUSED_ACT" && v == "1") act = true;
+      EXPECT_EQ(act, s.name.find("moe_gemm_up_act_") == 0) << s.name;
+      if (!act) continue;
+      EXPECT_EQ(s.name.find("fp8"), std::string::npos) << s.name;
+      fused.insert(s.file + " " + s.name.substr(std::string("moe_gemm_up_act_").size(), 4));
+    }
+    EXPECT_TRUE(fused.count("moe_gemm_mma.cuh bf16")) << arch;
+    EXPECT_TRUE(fused.count("moe_gemm_mma.cuh fp16")) << arch;
+    if (std::string(arch) == "sm_90a") {
+      EXPECT_TRUE(fused.count("moe_gemm_wgmma_sm90a.cuh bf16")) << arch;
+      EXPECT_TRUE(fused.count("moe_gemm_wgmma_sm90a.cuh fp16")) << arch;
+    }
+  }
+}
+
 class MoeCompileArch : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(MoeCompileArch, EveryKernelCompiles) {

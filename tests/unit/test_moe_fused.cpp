@@ -98,6 +98,44 @@ TEST(MoeFused, WorkspaceLayoutIsDisjointAligned) {
   EXPECT_GT(f.workspace_bytes(40000), std::size_t(40000) * 8 * 7168 * 2);
 }
 
+// bf16/fp16: GEMM1 writes SiLU(gate)·up into `act` itself, so the [M*topk, 2N] intermediate has
+// no room in the workspace (it never reaches memory); fp8 keeps it.
+TEST(MoeFused, Bf16WorkspaceHasNoGemm1Intermediate) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  for (const char* d : {"bf16", "fp16"}) {
+    FusedMoe f(deepseek(d), h200);
+    EXPECT_TRUE(gemm1_fuses_act(f.shape())) << d;
+    for (std::int64_t M : {1, 257, 4096}) {
+      const MoeWorkspaceLayout L = f.workspace_layout(M);
+      EXPECT_TRUE(L.gemm1_fused_act);
+      EXPECT_EQ(L.h, L.act) << d << " M=" << M;  // zero bytes
+      const std::size_t slots = std::size_t(M) * f.shape().topk;
+      EXPECT_GE(L.y - L.act, slots * f.shape().N * 2);  // act still holds [M*topk, N]
+    }
+  }
+  FusedMoe f8(deepseek("fp8_block"), h200);
+  EXPECT_FALSE(gemm1_fuses_act(f8.shape()));
+  const MoeWorkspaceLayout L8 = f8.workspace_layout(64);
+  EXPECT_FALSE(L8.gemm1_fused_act);
+  EXPECT_GE(L8.act - L8.h, std::size_t(64) * 8 * 2 * f8.shape().N * 2);
+}
+
+TEST(MoeFused, StageNamesAndCostsSayTheActivationIsInGemm1) {
+  const MoeShape bf = deepseek("bf16"), f8 = deepseek("fp8_block");
+  EXPECT_STREQ(stage_name(MoeStage::gemm1, bf), "gemm1+act");
+  EXPECT_STREQ(stage_name(MoeStage::act, bf), "act (in gemm1)");
+  EXPECT_STREQ(stage_name(MoeStage::gemm1, f8), "gemm1");
+  EXPECT_STREQ(stage_name(MoeStage::act, f8), "act");
+  EXPECT_STREQ(stage_name(MoeStage::gemm2, bf), "gemm2");
+  const std::int64_t M = 64;
+  EXPECT_EQ(moe::stage_cost(bf, MoeStage::act, M, true).bytes, 0);
+  EXPECT_GT(moe::stage_cost(f8, MoeStage::act, M, true).bytes, 0);
+  // gemm1 writes [slots, N] instead of [slots, 2N]; the FLOPs stay those of the 2N columns.
+  const double slots = double(M) * bf.topk * double(bf.E) / bf.E_global;
+  const auto g1 = moe::stage_cost(bf, MoeStage::gemm1, M, true);
+  EXPECT_DOUBLE_EQ(g1.flops, 2.0 * slots * 2 * bf.N * bf.K);
+}
+
 TEST(MoeFused, StageCostsAddUpToTheRooflineFlops) {
   const MoeShape s = deepseek("fp8_block");
   const std::int64_t M = 64;
