@@ -664,7 +664,8 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
     specs.push_back(quant_spec(d, 0, arch));
     specs.push_back(amax_spec(d, arch));
   }
-  // GEMM: one small-M and one large-M config per dtype the arch runs, up and down. The large
+  // GEMM: one small-M and one large-M config per dtype the arch runs, up, down and (bf16/fp16)
+  // up_act, GEMM1 with SiLU(gate)·up fused as the layer runs it. The large
   // one has 128-byte K rows in every dtype, so on sm_90a it is the wgmma kernel (for block fp8:
   // up, K = 3072, warp-specialized; down, N = 256, not).
   const KernelConfig small{16, 64, 128, 1, 4, 3, 1}, large{64, 128, 64, 8, 4, 3, 1},
