@@ -5,9 +5,10 @@
 //
 // Pipeline (DESIGN.md): routing -> alignment -> [fp8: quantize hidden] -> GEMM1 (w13) ->
 // SiLU(gate)·up [fp8: quantize it] -> GEMM2 (w2, times the routed weight) -> sum over topk.
-// bf16/fp16 run SiLU(gate)·up inside GEMM1's epilogue (gemm1_fuses_act): GEMM1 writes the
-// [M*topk, N] activation directly, the [M*topk, 2N] intermediate never reaches memory and
-// MoeStage::act launches nothing. fp8_w8a8 keeps GEMM1 -> [M*topk, 2N] -> SiLU·up + quantization.
+// bf16/fp16 at decode sizes (M*topk <= 8 slots per expert) run SiLU(gate)·up inside GEMM1's
+// epilogue (gemm1_fuses_act): GEMM1 writes the [M*topk, N] activation directly, the
+// [M*topk, 2N] intermediate never reaches memory and MoeStage::act launches nothing. Larger M
+// and fp8_w8a8 keep GEMM1 -> [M*topk, 2N] -> SiLU·up (+ fp8 quantization): measured faster there.
 //
 // Layouts (row-major, last dim contiguous; all pointers are device pointers; "act" is the
 // activation dtype: fp16 for Dtype::fp16, bf16 for bf16 and fp8_w8a8):
@@ -137,8 +138,8 @@ class FusedMoe {
   void forward(const MoeInputs& in, const MoeWeights& w, void* out, void* workspace,
                std::size_t workspace_bytes, CUstream stream) const;
   // One stage, reading its inputs from `in`/`w` and the workspace (earlier stages' outputs);
-  // `out` is used by MoeStage::reduce only. bf16/fp16: gemm1 writes SiLU(gate)·up into the
-  // workspace's `act` and MoeStage::act does nothing (gemm1_fuses_act).
+  // `out` is used by MoeStage::reduce only. Where gemm1_fuses_act(shape, M): gemm1 writes
+  // SiLU(gate)·up into the workspace's `act` and MoeStage::act does nothing.
   void enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeights& w, void* out,
                      void* workspace, std::size_t workspace_bytes, CUstream stream) const;
   // "The GEMM phase" (DESIGN.md): from the alignment's output to GEMM2's output before the top-k
@@ -153,11 +154,12 @@ class FusedMoe {
 };
 
 const char* to_string(MoeStage s);
-// True when GEMM1 computes SiLU(gate)·up in its epilogue for this shape (bf16, fp16; not fp8).
-bool gemm1_fuses_act(const MoeShape& shape);
+// True when GEMM1 computes SiLU(gate)·up in its epilogue for M tokens: bf16/fp16 with
+// M*topk <= 8 * E_global (gemm::gemm1_stage says why); never for fp8.
+bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M);
 // The stage's name in reports: to_string(s), except "gemm1+act" and "act (in gemm1)" where
-// gemm1_fuses_act(shape) (the activation's time is inside gemm1's).
-const char* stage_name(MoeStage s, const MoeShape& shape);
+// gemm1_fuses_act(shape, M) (the activation's time is inside gemm1's).
+const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M);
 inline constexpr MoeStage kAllMoeStages[] = {MoeStage::routing, MoeStage::align, MoeStage::quant,
                                              MoeStage::gemm1,   MoeStage::act,   MoeStage::gemm2,
                                              MoeStage::reduce};

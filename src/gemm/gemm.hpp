@@ -29,10 +29,14 @@ const char* to_string(GemmStage s);  // "up", "down", "up_act"
 bool gemm_stage_is_up(GemmStage s);  // up or up_act (w13, reduction over K)
 // Columns of out: 2N (up), N (up_act), K (down).
 int gemm_out_cols(const MoeShape& shape, GemmStage s);
-// How the layer runs GEMM1 for this dtype: up_act for bf16/fp16 (the activation fused into the
-// epilogue), up for fp8_w8a8 (its intermediate is quantized per 128-column group in the separate
-// activation stage).
-GemmStage gemm1_stage(const MoeShape& shape);
+// How the layer runs GEMM1 for M tokens: up_act for bf16/fp16 at decode sizes (M*topk <= 8 slots
+// per expert of the model), up otherwise: fp8_w8a8 quantizes its intermediate per 128-column
+// group in the separate activation stage, and at larger M the fused epilogue measured slower on
+// the H200 (Qwen3.5 TP4 bf16, same machine, default tiles: layer -4.9% at M=1, -2.1% at M=8,
+// -0.5% at M=64 and 256, but +3.7% at M=1024 and +2.9% at M=4096;
+// bench/results/2026-11-30_h200_fused_act.md).
+constexpr int64_t kFuseActMaxSlotsPerExpert = 8;
+GemmStage gemm1_stage(const MoeShape& shape, int64_t M);
 
 // Pointers are device pointers; shapes row-major, the last dim contiguous. Element types:
 // bf16 shapes use __nv_bfloat16 for a and out, fp16 __half, fp8_w8a8 e4m3 for a and w with bf16

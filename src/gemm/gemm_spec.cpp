@@ -124,8 +124,10 @@ int gemm_out_cols(const MoeShape& shape, GemmStage s) {
   return s == GemmStage::up_act ? shape.N : n_out(shape, s);
 }
 
-GemmStage gemm1_stage(const MoeShape& shape) {
-  return shape.dtype == Dtype::fp8_w8a8 ? GemmStage::up : GemmStage::up_act;
+GemmStage gemm1_stage(const MoeShape& shape, int64_t M) {
+  if (shape.dtype == Dtype::fp8_w8a8) return GemmStage::up;
+  const int64_t experts = std::max<int64_t>(1, std::max(shape.E_global, shape.E));
+  return M * shape.topk <= kFuseActMaxSlotsPerExpert * experts ? GemmStage::up_act : GemmStage::up;
 }
 
 bool gemm_uses_wgmma(const MoeShape& shape, const KernelConfig& c, const std::string& arch) {

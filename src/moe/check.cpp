@@ -246,7 +246,9 @@ std::pair<KernelConfig, KernelConfig> random_valid_configs(const MoeShape& shape
     }
     throw InputError("config", "random", "no valid config found in 5000 draws");
   };
-  const KernelConfig up = draw(0, gemm::gemm1_stage(shape));  // as the layer runs GEMM1
+  // Valid for the fused GEMM1 where the dtype has one (its rules include the unfused one's): the
+  // layer may run either, depending on M (gemm::gemm1_stage).
+  const KernelConfig up = draw(0, gemm::gemm1_stage(shape, 1));
   const KernelConfig down = draw(up.BLOCK_SIZE_M, gemm::GemmStage::down);
   return {up, down};
 }

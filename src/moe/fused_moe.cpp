@@ -29,12 +29,12 @@ const char* to_string(MoeStage s) {
   return "?";
 }
 
-bool gemm1_fuses_act(const MoeShape& shape) {
-  return gemm::gemm1_stage(shape) == gemm::GemmStage::up_act;
+bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M) {
+  return gemm::gemm1_stage(shape, M) == gemm::GemmStage::up_act;
 }
 
-const char* stage_name(MoeStage s, const MoeShape& shape) {
-  if (gemm1_fuses_act(shape)) {
+const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M) {
+  if (gemm1_fuses_act(shape, M)) {
     if (s == MoeStage::gemm1) return "gemm1+act";
     if (s == MoeStage::act) return "act (in gemm1)";
   }
@@ -157,7 +157,8 @@ void FusedMoe::check(const MoeShape& shape, const GpuSpec& gpu, const ConfigTabl
       (void)gemm::gemm_kernel_spec(shape, c, stage, arch);  // throws InputError
     }
   };
-  validate(up, gemm::gemm1_stage(shape));
+  validate(up, gemm::GemmStage::up);  // either GEMM1 may run an entry (gemm1_stage depends on M)
+  if (shape.dtype != Dtype::fp8_w8a8) validate(up, gemm::GemmStage::up_act);
   validate(down, gemm::GemmStage::down);
   std::set<int> keys;
   for (const auto& [k, c] : up) keys.insert(k);
@@ -201,7 +202,7 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   std::size_t gemm_up_bytes = 0, gemm_down_bytes = 0;
   for (const auto& [k, c] : impl_->up)
     gemm_up_bytes =
-        std::max(gemm_up_bytes, gemm::gemm_workspace_bytes(s, c, gemm::gemm1_stage(s), M));
+        std::max(gemm_up_bytes, gemm::gemm_workspace_bytes(s, c, gemm::gemm1_stage(s, M), M));
   for (const auto& [k, c] : impl_->down)
     gemm_down_bytes =
         std::max(gemm_down_bytes, gemm::gemm_workspace_bytes(s, c, gemm::GemmStage::down, M));
@@ -223,7 +224,7 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   L.a_q = take(fp8(s) ? static_cast<std::size_t>(M) * s.K : 0);
   L.a_scale = take(block_fp8(s) ? static_cast<std::size_t>(M) * (s.K / bk) * 4 : fp8(s) ? 4 : 0);
   L.partials = take(fp8(s) && !block_fp8(s) ? moe::kAmaxPartials * 4 : 0);
-  L.gemm1_fused_act = gemm1_fuses_act(s);
+  L.gemm1_fused_act = gemm1_fuses_act(s, M);  // h grows with M from 0: offsets stay monotone
   L.h = take(L.gemm1_fused_act ? 0 : slots * 2 * s.N * act_bytes);  // fused: never in memory
   L.act = take(slots * s.N * act_bytes);
   L.act_q = take(fp8(s) ? slots * s.N : 0);
@@ -252,8 +253,11 @@ void FusedMoe::prepare(std::int64_t max_M) {
   std::vector<cuda::KernelSpec> specs;
   specs.push_back(moe::routing_spec(s, arch));
   std::set<int> bms;
+  // GEMM1 fuses the activation up to a size (gemm1_stage): both variants when max_M passes it.
+  const bool fused_small = gemm1_fuses_act(s, 1), fused_all = gemm1_fuses_act(s, max_M);
   for (const auto& c : reachable(impl_->up, max_M)) {
-    specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::gemm1_stage(s), arch));
+    if (fused_small) specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::up_act, arch));
+    if (!fused_all) specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::up, arch));
     bms.insert(c.BLOCK_SIZE_M);
   }
   for (const auto& c : reachable(impl_->down, max_M))
@@ -267,7 +271,7 @@ void FusedMoe::prepare(std::int64_t max_M) {
     specs.push_back(moe::quant_spec(s.dtype, block_k(s), arch));
     if (!block_fp8(s)) specs.push_back(moe::amax_spec(s.dtype, arch));
   }
-  if (!gemm1_fuses_act(s)) specs.push_back(moe::silu_mul_spec(s, arch));
+  if (!fused_all) specs.push_back(moe::silu_mul_spec(s, arch));
   specs.push_back(moe::topk_reduce_spec(s, arch));
 
   auto& jit = cuda::Jit::instance();
@@ -336,7 +340,7 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     case MoeStage::gemm1: {
       need_weights(true);
       // bf16/fp16: SiLU(gate)·up in the epilogue, straight into the activation buffer.
-      const gemm::GemmStage st = gemm::gemm1_stage(s);
+      const gemm::GemmStage st = gemm::gemm1_stage(s, M);
       gemm::GemmArgs a = gemm_args(st);
       a.a = fp8(s) ? static_cast<const void*>(ws + L.a_q) : in.hidden;
       a.a_scale = fp8(s) ? reinterpret_cast<const float*>(ws + L.a_scale) : nullptr;
@@ -347,7 +351,7 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
       return;
     }
     case MoeStage::act:
-      if (gemm1_fuses_act(s)) return;  // GEMM1's epilogue wrote it
+      if (gemm1_fuses_act(s, M)) return;  // GEMM1's epilogue wrote it
       moe::launch_silu_mul(s, arch, ws + L.h, ws + L.act, p.topk_ids, M, rank, stream);
       if (fp8(s))
         moe::launch_quant(s.dtype, block_k(s), arch, ws + L.act, slots, s.N,

@@ -140,7 +140,7 @@ StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool rou
   const double wb = weight_bytes(s.dtype), ab = fp8 ? 1.0 : 2.0;
   const int bk = block ? (*s.block_shape)[1] : 0, bn = block ? (*s.block_shape)[0] : 0;
   const double experts = active_experts(s, M);
-  const bool fused_act = gemm1_fuses_act(s);  // bf16/fp16: GEMM1 writes SiLU(gate)·up itself
+  const bool fused_act = gemm1_fuses_act(s, M);  // bf16/fp16: GEMM1 writes SiLU(gate)·up itself
   StageCost c;
   switch (stage) {
     case MoeStage::routing:

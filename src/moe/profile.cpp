@@ -36,7 +36,7 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       t.flops = c.flops;
       t.floor_s = std::max(c.bytes / spec.bandwidth_Bps, c.flops / spec.peak_flops);
       if (meas) t.floor_measured_s = std::max(c.bytes / meas->bandwidth_Bps, c.flops / meas->peak_flops);
-      const bool fused_act = gemm1_fuses_act(s);
+      const bool fused_act = gemm1_fuses_act(s, M);
       t.runs = !(st == MoeStage::quant && s.dtype != Dtype::fp8_w8a8) &&
                !(st == MoeStage::act && fused_act);
       if (fused_act && st == MoeStage::gemm1)

@@ -65,10 +65,10 @@ void parallel_for(std::int64_t n, F&& f) {
   for (auto& t : pool) t.join();
 }
 
-// The GEMM as the layer runs it: GEMM1 of bf16/fp16 has SiLU(gate)·up fused into its epilogue
-// (gemm::gemm1_stage), so the tuner measures and checks that kernel, not the unfused one.
-gemm::GemmStage gemm_stage(const MoeShape& shape, tune::Stage s) {
-  return s == tune::Stage::up ? gemm::gemm1_stage(shape) : gemm::GemmStage::down;
+// The GEMM as the layer runs it at M: GEMM1 of bf16/fp16 has SiLU(gate)·up fused into its
+// epilogue at decode sizes (gemm::gemm1_stage), so the tuner measures and checks that kernel.
+gemm::GemmStage gemm_stage(const MoeShape& shape, tune::Stage s, std::int64_t M) {
+  return s == tune::Stage::up ? gemm::gemm1_stage(shape, M) : gemm::GemmStage::down;
 }
 bool is_fp8(const MoeShape& s) { return s.dtype == Dtype::fp8_w8a8; }
 bool is_block(const MoeShape& s) { return is_fp8(s) && s.block_shape.has_value(); }
@@ -370,7 +370,7 @@ struct GemmWorkerBackend::Impl {
                              1, std::max(count, 1));
     for (int i = 1; i < n; ++i) in.copies.push_back(copy_of(in.copies[0], *stream));
     in.out = cuda::DeviceBuffer(static_cast<std::size_t>(M) * shape.topk *
-                                gemm::gemm_out_cols(shape, gemm_stage(shape, st)) * 2);
+                                gemm::gemm_out_cols(shape, gemm_stage(shape, st, M)) * 2);
     stream->synchronize();
     return inputs.emplace(static_cast<int>(st), std::move(in)).first->second;
   }
@@ -431,10 +431,14 @@ std::vector<tune::MeasureReply> GemmWorkerBackend::compile(
   impl_->forget_finished_builds();
   std::vector<tune::MeasureReply> out(configs.size());
   std::vector<cuda::KernelSpec> specs;
+  // No M here (compile-ahead): GEMM1 of bf16/fp16 gets both epilogues, fused (decode sizes) and
+  // not (gemm::gemm1_stage); measure() uses the one its M runs.
+  std::vector<gemm::GemmStage> stages{gemm_stage(shape, stage, 1)};
+  if (stage == tune::Stage::up && !is_fp8(shape)) stages.push_back(gemm::GemmStage::up);
   for (std::size_t i = 0; i < configs.size(); ++i) {
     try {
-      specs.push_back(
-          gemm::gemm_kernel_spec(shape, configs[i], gemm_stage(shape, stage), impl_->info.arch()));
+      for (gemm::GemmStage gs : stages)
+        specs.push_back(gemm::gemm_kernel_spec(shape, configs[i], gs, impl_->info.arch()));
     } catch (const InputError& e) {
       out[i].status = tune::CandidateStatus::pruned;
       out[i].reason = e.what();
@@ -452,7 +456,7 @@ tune::MeasureReply GemmWorkerBackend::measure(const tune::MeasureRequest& r) {
   m.open();
   m.require_usable();
   tune::MeasureReply reply;
-  const gemm::GemmStage gs = gemm_stage(r.shape, r.stage);
+  const gemm::GemmStage gs = gemm_stage(r.shape, r.stage, r.M);
   cuda::KernelSpec spec;
   try {
     spec = gemm::gemm_kernel_spec(r.shape, r.config, gs, m.info.arch());
@@ -540,7 +544,7 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
   m.open();
   m.require_usable();
   tune::CheckResult result;
-  const gemm::GemmStage gs = gemm_stage(r.shape, r.stage);
+  const gemm::GemmStage gs = gemm_stage(r.shape, r.stage, r.M);
   const MoeShape& s = r.shape;
   cuda::KernelSpec spec;
   try {

@@ -164,11 +164,17 @@ TEST(GemmSpec, FusedActInstance) {
   EXPECT_TRUE(gemm_stage_is_up(GemmStage::up_act));
   EXPECT_FALSE(gemm_stage_is_up(GemmStage::down));
   EXPECT_STREQ(to_string(GemmStage::up_act), "up_act");
-  // The layer fuses for 16-bit dtypes only.
-  EXPECT_EQ(gemm1_stage(bf16), GemmStage::up_act);
-  EXPECT_EQ(gemm1_stage(fp16), GemmStage::up_act);
-  EXPECT_EQ(gemm1_stage(qwen_tp4(Dtype::fp8_w8a8, true)), GemmStage::up);
-  EXPECT_EQ(gemm1_stage(qwen_tp4(Dtype::fp8_w8a8, false)), GemmStage::up);
+  // The layer fuses for 16-bit dtypes only, up to 8 slots per expert (E=256, topk 8: M <= 256).
+  for (const auto& s : {bf16, fp16}) {
+    EXPECT_EQ(gemm1_stage(s, 1), GemmStage::up_act);
+    EXPECT_EQ(gemm1_stage(s, 256), GemmStage::up_act);
+    EXPECT_EQ(gemm1_stage(s, 257), GemmStage::up);
+    EXPECT_EQ(gemm1_stage(s, 4096), GemmStage::up);
+  }
+  for (int64_t M : {1, 4096}) {
+    EXPECT_EQ(gemm1_stage(qwen_tp4(Dtype::fp8_w8a8, true), M), GemmStage::up);
+    EXPECT_EQ(gemm1_stage(qwen_tp4(Dtype::fp8_w8a8, false), M), GemmStage::up);
+  }
 }
 
 TEST(GemmSpec, FusedActRefusals) {

@@ -98,23 +98,30 @@ TEST(MoeFused, WorkspaceLayoutIsDisjointAligned) {
   EXPECT_GT(f.workspace_bytes(40000), std::size_t(40000) * 8 * 7168 * 2);
 }
 
-// bf16/fp16: GEMM1 writes SiLU(gate)·up into `act` itself, so the [M*topk, 2N] intermediate has
-// no room in the workspace (it never reaches memory); fp8 keeps it.
+// bf16/fp16 at decode sizes (M <= 256 here: 8 slots per expert): GEMM1 writes SiLU(gate)·up into
+// `act` itself, so the [M*topk, 2N] intermediate has no room in the workspace (it never reaches
+// memory); above that, and for fp8, it keeps its room. A max_M workspace still serves every M.
 TEST(MoeFused, Bf16WorkspaceHasNoGemm1Intermediate) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   for (const char* d : {"bf16", "fp16"}) {
     FusedMoe f(deepseek(d), h200);
-    EXPECT_TRUE(gemm1_fuses_act(f.shape())) << d;
-    for (std::int64_t M : {1, 257, 4096}) {
+    for (std::int64_t M : {1, 256, 257, 4096}) {
+      const bool fused = M <= 256;
+      EXPECT_EQ(gemm1_fuses_act(f.shape(), M), fused) << d << " M=" << M;
       const MoeWorkspaceLayout L = f.workspace_layout(M);
-      EXPECT_TRUE(L.gemm1_fused_act);
-      EXPECT_EQ(L.h, L.act) << d << " M=" << M;  // zero bytes
+      EXPECT_EQ(L.gemm1_fused_act, fused);
       const std::size_t slots = std::size_t(M) * f.shape().topk;
+      if (fused) {
+        EXPECT_EQ(L.h, L.act) << d << " M=" << M;  // zero bytes
+      } else {
+        EXPECT_GE(L.act - L.h, slots * 2 * f.shape().N * 2) << d << " M=" << M;
+      }
       EXPECT_GE(L.y - L.act, slots * f.shape().N * 2);  // act still holds [M*topk, N]
+      EXPECT_LE(L.total, f.workspace_bytes(4096)) << d << " M=" << M;
     }
   }
   FusedMoe f8(deepseek("fp8_block"), h200);
-  EXPECT_FALSE(gemm1_fuses_act(f8.shape()));
+  EXPECT_FALSE(gemm1_fuses_act(f8.shape(), 1));
   const MoeWorkspaceLayout L8 = f8.workspace_layout(64);
   EXPECT_FALSE(L8.gemm1_fused_act);
   EXPECT_GE(L8.act - L8.h, std::size_t(64) * 8 * 2 * f8.shape().N * 2);
@@ -122,11 +129,13 @@ TEST(MoeFused, Bf16WorkspaceHasNoGemm1Intermediate) {
 
 TEST(MoeFused, StageNamesAndCostsSayTheActivationIsInGemm1) {
   const MoeShape bf = deepseek("bf16"), f8 = deepseek("fp8_block");
-  EXPECT_STREQ(stage_name(MoeStage::gemm1, bf), "gemm1+act");
-  EXPECT_STREQ(stage_name(MoeStage::act, bf), "act (in gemm1)");
-  EXPECT_STREQ(stage_name(MoeStage::gemm1, f8), "gemm1");
-  EXPECT_STREQ(stage_name(MoeStage::act, f8), "act");
-  EXPECT_STREQ(stage_name(MoeStage::gemm2, bf), "gemm2");
+  EXPECT_STREQ(stage_name(MoeStage::gemm1, bf, 64), "gemm1+act");
+  EXPECT_STREQ(stage_name(MoeStage::act, bf, 64), "act (in gemm1)");
+  EXPECT_STREQ(stage_name(MoeStage::gemm1, bf, 4096), "gemm1");
+  EXPECT_STREQ(stage_name(MoeStage::act, bf, 4096), "act");
+  EXPECT_STREQ(stage_name(MoeStage::gemm1, f8, 64), "gemm1");
+  EXPECT_STREQ(stage_name(MoeStage::act, f8, 64), "act");
+  EXPECT_STREQ(stage_name(MoeStage::gemm2, bf, 64), "gemm2");
   const std::int64_t M = 64;
   EXPECT_EQ(moe::stage_cost(bf, MoeStage::act, M, true).bytes, 0);
   EXPECT_GT(moe::stage_cost(f8, MoeStage::act, M, true).bytes, 0);
