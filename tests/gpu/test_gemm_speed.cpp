@@ -3,7 +3,8 @@
 // call. By default a quick check (one shape and M: the graph runs and times something sane).
 // With MOETUNE_GEMM_BENCH_OUT=<dir>: the sweep over the anchor shapes at M in {1, 8, 64, 256,
 // 1024, 4096} (MOETUNE_GEMM_BENCH_M=1,8 to choose; MOETUNE_GEMM_BENCH_SHAPES=fp8b to keep shapes
-// whose name contains it) and a candidate set of configs per M, writing <dir>/gemm_speed.jsonl (one record
+// whose name contains it; MOETUNE_GEMM_BENCH_CONFIGS=m64n64k128_g8_w4_s4_sk1,... keeps only those
+// candidates) and a candidate set of configs per M, writing <dir>/gemm_speed.jsonl (one record
 // per shape, M, stage, config) and <dir>/gemm_speed.md (the best per M against the floor).
 // bench/scripts/gemm_speed.sh runs it on a device machine.
 #include <algorithm>
@@ -210,6 +211,13 @@ void run_sweep(const std::string& out_dir, const std::vector<int64_t>& Ms,
       // compile every candidate first (thread pool), skipping what a stage cannot run
       auto cands = candidates(s, M);
       if (quick && cands.size() > 2) cands.resize(2);
+      // MOETUNE_GEMM_BENCH_CONFIGS=m64n64k128_g8_w4_s4_sk1,...: only these (e.g. under ncu).
+      if (const char* keep = std::getenv("MOETUNE_GEMM_BENCH_CONFIGS"); keep && *keep) {
+        const std::string list = std::string(",") + keep + ",";
+        std::erase_if(cands, [&](const KernelConfig& c) {
+          return list.find("," + cfg_text(c) + ",") == std::string::npos;
+        });
+      }
       std::vector<cuda::KernelSpec> specs;
       for (const auto& c : cands)
         for (GemmStage st : {GemmStage::up, GemmStage::down}) try {
