@@ -194,12 +194,26 @@ LogWriter::LogWriter(const std::filesystem::path& path, const nlohmann::json& he
     write_file_atomic(path, header.dump() + "\n");
   } else {
     // A killed run may have left its last line half written. It never counted (RecordLog::read
-    // skips a torn last line); cut it off, or the next record would continue it.
-    std::ifstream in(path, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const std::size_t nl = text.rfind('\n');
-    const std::size_t keep = nl == std::string::npos ? 0 : nl + 1;
-    if (keep < text.size()) std::filesystem::resize_file(path, keep);
+    // skips a torn last line); cut it off, or the next record would continue it. A last line that
+    // is whole JSON and only lacks its newline did count (read parsed it, --resume reuses it):
+    // end its line instead, or the log would lose that record for the next --resume.
+    {
+      std::ifstream in(path, std::ios::binary);
+      const std::string text((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+      const std::size_t nl = text.rfind('\n');
+      const std::size_t keep = nl == std::string::npos ? 0 : nl + 1;
+      const std::string tail = text.substr(keep);
+      const bool blank = tail.find_first_not_of(" \t\r") == std::string::npos;
+      if (!blank && nlohmann::json::accept(tail)) {
+        std::ofstream end(path, std::ios::binary | std::ios::app);
+        end << '\n';
+        if (!end) throw InputError("out", path.string(), "cannot append to the record log");
+      } else if (keep < text.size()) {
+        in.close();
+        std::filesystem::resize_file(path, keep);
+      }
+    }
   }
   out_.open(path, std::ios::app);
   if (!out_) throw InputError("out", path.string(), "cannot append to the record log");

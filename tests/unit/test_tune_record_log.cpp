@@ -113,6 +113,36 @@ TEST(RecordLog, ResumeSkipsMeasuredRecords) {
   std::filesystem::remove_all(out);
 }
 
+// A last record that is whole but lost its newline (a write cut right before it) counts for
+// RecordLog::read, so --resume takes it from the log instead of measuring it again. The writer
+// must then keep it (end its line), not cut it as torn: else the next --resume has lost it.
+TEST(RecordLog, ResumeKeepsAWholeLastRecordWithoutItsNewline) {
+  const auto out = temp_dir("no_newline");
+  TuneOptions o = options(out);
+  ProgressSink quiet;
+  SyntheticEvaluator first(surface(o));
+  const TuneResult r1 = run_tune(o, first, quiet);
+  const std::vector<std::string> lines = lines_of(r1.log_path);
+  ASSERT_GT(lines.size(), 12u);
+  std::string cut;
+  for (int i = 0; i <= 10; ++i) cut += lines.at(i) + "\n";
+  cut += lines.at(11);  // whole, no '\n'
+  write_file_atomic(r1.log_path, cut);
+
+  o.resume = true;
+  SyntheticEvaluator second(surface(o));
+  const TuneResult r2 = run_tune(o, second, quiet);
+  EXPECT_EQ(r2.resumed, 11);  // the 11th record counted
+  EXPECT_NO_THROW(RecordLog::read(r1.log_path));
+  // Every record of this run is in the log now: a further --resume measures nothing.
+  SyntheticEvaluator third(surface(o));
+  const TuneResult r3 = run_tune(o, third, quiet);
+  EXPECT_EQ(third.evaluations(), 0);
+  EXPECT_EQ(r3.up, r2.up);
+  EXPECT_EQ(r3.down, r2.down);
+  std::filesystem::remove_all(out);
+}
+
 TEST(RecordLog, ResumeRefusesAForeignHeader) {
   const auto out = temp_dir("foreign");
   TuneOptions o = options(out);
