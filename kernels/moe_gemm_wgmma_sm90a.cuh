@@ -17,8 +17,9 @@
 // instead: each tile's partial sum must be complete before it is
 // folded with its scales, so a block-wide barrier per tile would idle the tensor cores through
 // every fold. One extra producer warpgroup (tile_math::kWgmmaProducerThreads) copies the tiles
-// with cp.async and announces each on the slot's `full` mbarrier (after its own wait and
-// fence.proxy.async); the num_warps consumer warps wait on `full`, run the tile's wgmmas, free the
+// with cp.async and announces each on the slot's `full` mbarrier through
+// cp.async.mbarrier.arrive (the arrival happens when its copies land; it never waits for them);
+// the num_warps consumer warps wait on `full`, fence.proxy.async, run the tile's wgmmas, free the
 // slot on its `empty` mbarrier and fold while the other consumer warpgroups' MMAs run.
 //
 // FUSED_ACT = 1 (up stage, bf16/fp16): SiLU(gate)·up in the epilogue, out [M*TOPK, N], as in
@@ -366,7 +367,8 @@ __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
         load_tile(kt_begin + i, st);
         mbar::arrive_on_cp_async(full_bar(st));
       }
-      ptx::cp_async_wait<0>();
+      ptx::cp_async_wait<0>();  // no committed group: a no-op (the consumers' `full` waits
+                                // cover every copy before the ring is reused)
       return;  // the consumers write the output (and do split-K) on their own barrier
     }
     float part[MI][kAccN];

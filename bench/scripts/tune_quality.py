@@ -80,14 +80,21 @@ def medians(folder):
 
 
 def main(argv):
-    args = [a for a in argv if not a.startswith("--")]
-    limit = 1.03
-    if "--limit" in argv:
-        try:
-            limit = float(argv[argv.index("--limit") + 1])
-            args.remove(argv[argv.index("--limit") + 1])
-        except (IndexError, ValueError):
-            fail("--limit: expected a number such as 1.03")
+    args, limit, i = [], 1.03, 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--limit" or a.startswith("--limit="):
+            value = a.split("=", 1)[1] if "=" in a else (argv[i + 1] if i + 1 < len(argv) else "")
+            i += 1 if "=" in a else 2
+            try:
+                limit = float(value)
+            except ValueError:
+                fail(f"--limit={value}: expected a number such as 1.03")
+            continue
+        if a.startswith("--"):
+            fail(f"{a}: unknown option")
+        args.append(a)
+        i += 1
     if len(args) != 2:
         fail("usage: tune_quality.py TUNED_DIR EXHAUSTIVE_DIR [--limit 1.03]")
     tuned_dir, ex_dir = args
@@ -103,8 +110,10 @@ def main(argv):
     for m in ex_ms:
         for stage in ("up", "down"):
             cands = {c: v for (mm, st, c), v in ex.items() if mm == m and st == stage}
-            if not cands or m not in winners[stage]:
+            if not cands:
                 continue
+            if m not in winners[stage]:
+                fail(f"M={m}: timed by the exhaustive run but not in the tuned {stage} table")
             b = min(cands, key=cands.get)
             w = winners[stage][m]
             if w in cands:

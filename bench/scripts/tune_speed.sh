@@ -18,7 +18,7 @@ per_run=${TUNE_RUN_TIMEOUT:-145}
 mkdir -p "$out"
 cache=${TUNE_CACHE_DIR:-/tmp/moetune_tune_speed_cache}  # outside $OUT: not carried back
 case " ${TUNE_RUNS:-cold warm} " in *" cold "*) rm -rf "$cache" ;; esac
-rm -rf "$out/tune" "$out/tune_warm"
+rm -rf "$out/tune" "$out/tune_warm" "$out"/tune.std* "$out"/tune_warm.std*  # no stale report
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
@@ -54,10 +54,12 @@ case " $runs " in *" cold "*) run cold "$out/tune" "$@"; rc_cold=$? ;; esac
 case " $runs " in *" warm "*) run warm "$out/tune_warm" "$@"; rc_warm=$? ;; esac
 echo "kernels in the cache: $(find "$cache" -type f 2>/dev/null | wc -l)"
 
-report=$(sed -n 's/^report:  *//p' "$out/tune_warm.stdout" | head -1)
-[ -n "$report" ] || report=$(sed -n 's/^report:  *//p' "$out/tune.stdout" | head -1)
-echo "== result table (warm run, stdout)"
-sed -n '/^ *M  *result/,/measurements in/p' "$out/tune_warm.stdout"
+# The last run that ran: its summary table and its report.
+last=$out/tune.stdout
+[ -f "$out/tune_warm.stdout" ] && last=$out/tune_warm.stdout
+report=$(sed -n 's/^report:  *//p' "$last" 2>/dev/null | head -1)
+echo "== result table ($(basename "$last"))"
+sed -n '/^ *M  *result/,/measurements in/p' "$last" 2>/dev/null
 if [ -n "$report" ] && [ -f "$report" ]; then
   echo "== report table ($report)"
   grep -E '^\|' "$report" | head -40

@@ -85,10 +85,10 @@ struct MoeWorkspaceLayout {
   std::size_t a_q = 0;                   // fp8: [M, K] e4m3
   std::size_t a_scale = 0;               // fp8: [M, K/bk] or [1] fp32
   std::size_t partials = 0;              // per-tensor fp8: amax partials
-  bool gemm1_fused_act = false;          // bf16/fp16: GEMM1 writes `act` itself, `h` is empty
-  std::size_t h = 0;                     // fp8: GEMM1 out [M*topk, 2N] act; fused: 0 bytes
+  bool gemm1_fused_act = false;          // gemm1_fuses_act(shape, M): GEMM1 writes `act` itself
+  std::size_t h = 0;                     // GEMM1 out [M*topk, 2N] act; 0 bytes when fused
   std::size_t act = 0;                   // SiLU(gate)·up [M*topk, N] act: GEMM1's out (fused)
-                                         // or the silu_mul stage's (fp8)
+                                         // or the silu_mul stage's (otherwise)
   std::size_t act_q = 0;                 // fp8: [M*topk, N] e4m3
   std::size_t act_scale = 0;             // fp8: [M*topk, N/bk] or [1] fp32
   std::size_t y = 0;                     // GEMM2 out [M*topk, K] act (times routed weight)
@@ -143,8 +143,9 @@ class FusedMoe {
   void enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeights& w, void* out,
                      void* workspace, std::size_t workspace_bytes, CUstream stream) const;
   // "The GEMM phase" (DESIGN.md): from the alignment's output to GEMM2's output before the top-k
-  // sum: GEMM1 (with SiLU·up fused for bf16/fp16), [fp8: SiLU·up and its quantization], GEMM2. Needs the routing, alignment and
-  // (fp8) hidden quantization of the same call in the workspace.
+  // sum: GEMM1 (with SiLU·up fused where gemm1_fuses_act), [else SiLU·up; fp8: and its
+  // quantization], GEMM2. Needs the routing, alignment and (fp8) hidden quantization of the same
+  // call in the workspace.
   void enqueue_gemm_phase(const MoeInputs& in, const MoeWeights& w, void* workspace,
                           std::size_t workspace_bytes, CUstream stream) const;
 
@@ -155,7 +156,7 @@ class FusedMoe {
 
 const char* to_string(MoeStage s);
 // True when GEMM1 computes SiLU(gate)·up in its epilogue for M tokens: bf16/fp16 with
-// M*topk <= 8 * E_global (gemm::gemm1_stage says why); never for fp8.
+// M*topk <= 8 * max(E_global, E) (gemm::gemm1_stage says why); never for fp8.
 bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M);
 // The stage's name in reports: to_string(s), except "gemm1+act" and "act (in gemm1)" where
 // gemm1_fuses_act(shape, M) (the activation's time is inside gemm1's).

@@ -118,7 +118,7 @@ MOETUNE_HD constexpr bool gemm_wgmma_eligible(int BLOCK_SIZE_M, int BLOCK_SIZE_N
 // Block fp8 on the wgmma path is warp-specialized: num_warps consumer warps run the MMAs and
 // fold the scales, one extra producer warpgroup copies the K-tiles (the fold must wait for each
 // tile's MMAs; with the copies off the math warps and no block-wide barrier per tile, one
-// consumer warpgroup's fold overlaps another's MMAs). Threads per block of the wgmma kernel:
+// consumer warpgroup's fold overlaps another's MMAs); gemm_wgmma_block_threads counts them.
 // Only for long reductions: with few K-tiles per block (GEMM2's N = 256 is 2 tiles of 128) the
 // pipeline never fills and the extra warpgroup only costs occupancy (measured 1.3-1.7x slower on
 // the H200 for GEMM2, 5-10% faster for GEMM1 at K = 3072/7168).

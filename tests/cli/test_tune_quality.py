@@ -72,6 +72,7 @@ class TuneQuality(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("1.040 **over**", r.stdout)
         self.assertEqual(run(tuned, ex, "--limit", "1.05").returncode, 0)
+        self.assertEqual(run(tuned, ex, "--limit=1.05").returncode, 0)
 
     def test_the_record_with_most_samples_counts(self):
         # an early round's noisy 4.0 (n=2) is superseded by the full measurement (n=8)
@@ -90,9 +91,16 @@ class TuneQuality(unittest.TestCase):
         self.assertIn("| 1 | down | m16n64k128_g1_w4_s3_sk1 | 5.10 | m32n64k128_g1_w4_s3_sk1 | 5.00 | 1.020 | cross-run |",
                       r.stdout)
 
+    def test_an_m_missing_from_the_tuned_tables_is_an_error(self):
+        tuned, ex = self.folders([(1, "up", cfg(16, 64, 8), 10.0, 8), (64, "up", cfg(16, 64), 20.0, 8)])
+        r = run(tuned, ex)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("M=64", r.stderr)
+
     def test_bad_input_is_one_line_and_exit_2(self):
         tuned, ex = self.folders([(1, "up", cfg(16, 64, 8), 10.0, 8)])
-        for args in ([tuned], [tuned, os.path.join(self.d, "nowhere")], [tuned, ex, "--limit", "x"]):
+        for args in ([tuned], [tuned, os.path.join(self.d, "nowhere")], [tuned, ex, "--limit", "x"],
+                     [tuned, ex, "--limit=x"], [tuned, ex, "--limt", "1.05"]):
             r = run(*args)
             self.assertEqual(r.returncode, 2, args)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
