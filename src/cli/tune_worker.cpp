@@ -20,8 +20,9 @@ class ExitOnLostContext : public tune::WorkerBackend {
   explicit ExitOnLostContext(moe::GemmWorkerBackend& inner) : inner_(inner) {}
   nlohmann::json hello() override { return inner_.hello(); }
   std::vector<tune::MeasureReply> compile(const MoeShape& shape, tune::Stage stage,
-                                          const std::vector<KernelConfig>& configs) override {
-    return inner_.compile(shape, stage, configs);
+                                          const std::vector<KernelConfig>& configs,
+                                          int M) override {
+    return inner_.compile(shape, stage, configs, M);
   }
   tune::MeasureReply measure(const tune::MeasureRequest& r) override {
     tune::MeasureReply reply = inner_.measure(r);

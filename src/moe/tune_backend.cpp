@@ -426,15 +426,15 @@ nlohmann::json GemmWorkerBackend::hello() {
 }
 
 std::vector<tune::MeasureReply> GemmWorkerBackend::compile(
-    const MoeShape& shape, tune::Stage stage, const std::vector<KernelConfig>& configs) {
+    const MoeShape& shape, tune::Stage stage, const std::vector<KernelConfig>& configs, int M) {
   impl_->open();
   impl_->forget_finished_builds();
   std::vector<tune::MeasureReply> out(configs.size());
   std::vector<cuda::KernelSpec> specs;
-  // No M here (compile-ahead): GEMM1 of bf16/fp16 gets both epilogues, fused (decode sizes) and
-  // not (gemm::gemm1_stage); measure() uses the one its M runs.
-  std::vector<gemm::GemmStage> stages{gemm_stage(shape, stage, 1)};
-  if (stage == tune::Stage::up && !is_fp8(shape)) stages.push_back(gemm::GemmStage::up);
+  // The GEMM that measuring at M runs; without M (0), GEMM1 of bf16/fp16 gets both epilogues,
+  // fused (decode sizes) and not (gemm::gemm1_stage).
+  std::vector<gemm::GemmStage> stages{gemm_stage(shape, stage, M > 0 ? M : 1)};
+  if (M <= 0 && stage == tune::Stage::up && !is_fp8(shape)) stages.push_back(gemm::GemmStage::up);
   for (std::size_t i = 0; i < configs.size(); ++i) {
     try {
       for (gemm::GemmStage gs : stages)

@@ -52,8 +52,10 @@ class GemmWorkerBackend : public tune::WorkerBackend {
   // Starts compiling the configs' kernels in the background (Jit::compile_many_async on
   // $MOETUNE_COMPILE_THREADS threads, default every core) and
   // answers at once: "ok" for each, "pruned" for a config the kernel cannot run on the shape.
+  // M > 0: only the GEMM1 epilogue that M runs (gemm::gemm1_stage); M = 0: both.
   std::vector<tune::MeasureReply> compile(const MoeShape& shape, tune::Stage stage,
-                                          const std::vector<KernelConfig>& configs) override;
+                                          const std::vector<KernelConfig>& configs,
+                                          int M) override;
   // Waits for this config's build (compile_failed with the log's first line when it fails), then
   // times it. A CudaError from a launch is launch_failed (and context_lost() tells whether the
   // context survived it).

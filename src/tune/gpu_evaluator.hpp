@@ -8,7 +8,7 @@
 // Protocol (one JSON object per line; every reply carries the request's "id" and "ok"):
 //   {"id":1,"op":"hello"}
 //     -> {"id":1,"ok":true,"device":{"name","sm","driver","cuda","nvrtc",...},"pid":123}
-//   {"id":2,"op":"compile","shape":S,"stage":"up","configs":[C,...]}
+//   {"id":2,"op":"compile","shape":S,"stage":"up","M":64,"configs":[C,...]}  ("M" optional)
 //     -> {"id":2,"ok":true,"results":[{"status":"ok"|"compile_failed","reason","compile_s"}]}
 //        (compiles ahead on a thread pool, so that measuring one config overlaps compiling the
 //        next; a backend may answer "ok" for builds still running and let "measure" wait for
@@ -83,10 +83,11 @@ class WorkerBackend {
   virtual ~WorkerBackend() = default;
   // Device facts for the log header: name, sm, sms, driver, cuda, nvrtc, kernel_source_hash.
   virtual nlohmann::json hello() = 0;
-  // Compiles ahead (optional): one reply per config. Default: nothing to do, all "ok".
+  // Compiles ahead (optional) the kernels that measuring at M will run (M = 0: unknown, every
+  // kernel the stage may run): one reply per config. Default: nothing to do, all "ok".
   virtual std::vector<MeasureReply> compile(const MoeShape& shape, Stage stage,
-                                            const std::vector<KernelConfig>& configs) {
-    (void)shape, (void)stage;
+                                            const std::vector<KernelConfig>& configs, int M) {
+    (void)shape, (void)stage, (void)M;
     return std::vector<MeasureReply>(configs.size());
   }
   virtual MeasureReply measure(const MeasureRequest& r) = 0;

@@ -36,7 +36,8 @@ nlohmann::json serve(const nlohmann::json& req, WorkerBackend& backend, bool* qu
     for (const auto& c : req.at("configs"))
       configs.push_back(parse_kernel_config(c, nullptr, "config"));
     const auto replies =
-        backend.compile(shape_from_wire(req.at("shape")), stage_from(req.at("stage")), configs);
+        backend.compile(shape_from_wire(req.at("shape")), stage_from(req.at("stage")), configs,
+                        req.value("M", 0));
     nlohmann::json results = nlohmann::json::array();
     for (const MeasureReply& r : replies) {
       results.push_back({{"status", std::string(to_string(r.status))},

@@ -228,6 +228,7 @@ std::vector<CandidateResult> GpuEvaluator::evaluate(int M, Stage stage,
     const nlohmann::json r = client_.call({{"op", "compile"},
                                            {"shape", shape_to_wire(shape_)},
                                            {"stage", std::string(to_string(stage))},
+                                           {"M", M},
                                            {"configs", list}},
                                           o_.compile_timeout_s * double(configs.size()) + 10);
     if (r.value("ok", false)) {

@@ -28,11 +28,18 @@ class FakeBackend : public WorkerBackend {
   CheckResult check(const CheckRequest& r) override {
     return {r.config.SPLIT_K == 1, r.config.SPLIT_K == 1 ? 1e-3 : 0.3, ""};
   }
+  std::vector<MeasureReply> compile(const MoeShape&, Stage, const std::vector<KernelConfig>& c,
+                                    int M) override {
+    compile_Ms.push_back(M);
+    return std::vector<MeasureReply>(c.size());
+  }
   MeasureRequest last;
+  std::vector<int> compile_Ms;  // the M of each compile request (0: none given)
 };
 
-std::vector<nlohmann::json> serve(const std::string& input) {
-  FakeBackend b;
+std::vector<nlohmann::json> serve(const std::string& input, FakeBackend* seen = nullptr) {
+  FakeBackend local;
+  FakeBackend& b = seen ? *seen : local;
   std::istringstream in(input);
   std::ostringstream out;
   EXPECT_EQ(run_worker(in, out, b), 0);
@@ -87,6 +94,20 @@ TEST(Worker, AnswersEachRequestWithItsId) {
   EXPECT_EQ(r[7].at("id"), 8);
 }
 
+// Compile-ahead carries the M it prepares for (the backend compiles only the GEMM1 epilogue that
+// M runs); a request without M (an older parent) gives 0: compile every variant.
+TEST(Worker, CompilePassesItsM) {
+  const std::string S = shape_to_wire(shape()).dump();
+  const std::string C = R"({"BLOCK_SIZE_M":16,"BLOCK_SIZE_N":64,"BLOCK_SIZE_K":128,"GROUP_SIZE_M":1,"num_warps":4,"num_stages":3})";
+  FakeBackend b;
+  const std::string input =
+      R"({"id":1,"op":"compile","shape":)" + S + R"(,"stage":"up","M":64,"configs":[)" + C + "]}\n" +
+      R"({"id":2,"op":"compile","shape":)" + S + R"(,"stage":"down","configs":[)" + C + "]}\n";
+  const auto r = serve(input, &b);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(b.compile_Ms, (std::vector<int>{64, 0}));
+}
+
 TEST(Worker, ShapeRoundTripsOverTheWire) {
   const MoeShape s = shape_from_wire(shape_to_wire(shape()));
   EXPECT_EQ(s.E, 256);
@@ -96,13 +117,15 @@ TEST(Worker, ShapeRoundTripsOverTheWire) {
   EXPECT_THROW(shape_from_wire(nlohmann::json{{"E", 1}}), InputError);
 }
 
-// A worker in sh: answers hello/compile/measure/check; BLOCK_SIZE_M 256 crashes it, 128 hangs.
+// A worker in sh: answers hello/compile/measure/check; BLOCK_SIZE_M 256 crashes it, 128 hangs,
+// and so does a compile request without the M of the evaluation (M=1 here): a third restart.
 const char* kScript = R"(
 while IFS= read -r line; do
   id=$(printf '%s' "$line" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
   case "$line" in
     *'"op":"hello"'*) printf '{"id":%s,"ok":true,"device":{"name":"Fake GPU"}}\n' "$id";;
-    *'"op":"compile"'*) printf '{"id":%s,"ok":true,"results":[]}\n' "$id";;
+    *'"M":1,'*'"op":"compile"'*) printf '{"id":%s,"ok":true,"results":[]}\n' "$id";;
+    *'"op":"compile"'*) exit 3;;  # compile-ahead must name the M it prepares for
     *'"op":"quit"'*) printf '{"id":%s,"ok":true}\n' "$id"; exit 0;;
     *'"BLOCK_SIZE_M":256'*) exit 1;;
     *'"BLOCK_SIZE_M":128'*) exec sleep 30;;  # exec: the kill reaches the sleeper
