@@ -13,6 +13,7 @@ candidates follow the exhaustive GEMM1 winner's BLOCK_SIZE_M, which may differ) 
 median from the tuned run's own log, marked "cross-run". Exit 0 when every ratio <= limit, 1 when
 one is above, 2 on bad input (one line naming what is wrong).
 """
+import argparse
 import glob
 import json
 import os
@@ -79,25 +80,21 @@ def medians(folder):
     return {k: v[1] for k, v in best.items()}
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with its errors as one line and exit 2 (the project's bad-input contract)."""
+
+    def error(self, message):
+        fail(message)
+
+
 def main(argv):
-    args, limit, i = [], 1.03, 0
-    while i < len(argv):
-        a = argv[i]
-        if a == "--limit" or a.startswith("--limit="):
-            value = a.split("=", 1)[1] if "=" in a else (argv[i + 1] if i + 1 < len(argv) else "")
-            i += 1 if "=" in a else 2
-            try:
-                limit = float(value)
-            except ValueError:
-                fail(f"--limit={value}: expected a number such as 1.03")
-            continue
-        if a.startswith("--"):
-            fail(f"{a}: unknown option")
-        args.append(a)
-        i += 1
-    if len(args) != 2:
-        fail("usage: tune_quality.py TUNED_DIR EXHAUSTIVE_DIR [--limit 1.03]")
-    tuned_dir, ex_dir = args
+    parser = OneLineParser(prog="tune_quality.py", add_help=True)
+    parser.add_argument("tuned_dir")
+    parser.add_argument("exhaustive_dir")
+    parser.add_argument("--limit", type=float, default=1.03,
+                        help="largest winner / exhaustive-best ratio that passes (default 1.03)")
+    a = parser.parse_args(argv)
+    tuned_dir, ex_dir, limit = a.tuned_dir, a.exhaustive_dir, a.limit
     winners = tables(tuned_dir)
     tuned = medians(tuned_dir)
     ex = medians(ex_dir)
