@@ -3,20 +3,44 @@
 # and an --exhaustive one over the same batch sizes (default 1,64,1024; the default model unless
 # arguments say otherwise, e.g. --gpus 2), sharing one JIT cache, then
 # bench/scripts/tune_quality.py compares each winner with the exhaustive best per GEMM.
-# The exhaustive run times every valid config (about 4,000 per M for the default model: plan
-# about 20 minutes of GPU time for three sizes on one H200; `tune --dry-run --exhaustive` says).
-# Env: OUT (default ./tune_quality_out), MOETUNE_BIN, QUALITY_BATCH (default 1,64,1024).
+# The exhaustive run times every valid config (about 4,000 per M for the default model: about
+# 20 minutes of GPU time for three sizes on one H200, more than one device call may run), so the
+# script can stop at a deadline and continue: the runs live in QUALITY_WORK, each stopped run is
+# resumed (tune --resume) by the next invocation with the same QUALITY_WORK on the same machine
+# (keep it warm between calls: the JIT cache lives in /tmp too).
+# Env: OUT (default ./tune_quality_out: quality.md and the logs land there), MOETUNE_BIN,
+#      QUALITY_BATCH (default 1,64,1024), QUALITY_WORK (default $OUT), QUALITY_DEADLINE_S
+#      (stop the tune runs after this many seconds, SIGTERM: they write what is finished).
+# Exit: tune_quality.py's (0 all within the limit, 1 one above), 3 when the deadline came first.
 set -uo pipefail
 bin=${MOETUNE_BIN:-.devbin/moetune}
 out=${OUT:-$PWD/tune_quality_out}
+work=${QUALITY_WORK:-$out}
 batch=${QUALITY_BATCH:-1,64,1024}
+deadline=${QUALITY_DEADLINE_S:-86400}
 export MOETUNE_CACHE_DIR=${MOETUNE_CACHE_DIR:-/tmp/moetune_quality_cache}
-mkdir -p "$out"
-t0=$(date +%s)
-"$bin" tune --batch "$batch" --out "$out/tuned" "$@" >"$out/tuned.stdout" 2>"$out/tuned.stderr" || exit
-t1=$(date +%s)
-"$bin" tune --exhaustive --batch "$batch" --out "$out/exhaustive" "$@" \
-  >"$out/exhaustive.stdout" 2>"$out/exhaustive.stderr" || exit
-t2=$(date +%s)
-echo "tuned sweep $((t1 - t0)) s, exhaustive $((t2 - t1)) s"
-python3 "$(dirname "$0")/tune_quality.py" "$out/tuned" "$out/exhaustive" | tee "$out/quality.md"
+mkdir -p "$out" "$work"
+t_start=$(date +%s)
+
+# run NAME [tune args...]: one tune run into $work/NAME, resumed if an earlier call left its log.
+run() {
+  local name=$1; shift
+  local left=$((deadline - ($(date +%s) - t_start)))
+  ((left > 5)) || return 3
+  local resume=()
+  compgen -G "$work/$name/*.tune.jsonl" >/dev/null && resume=(--resume)
+  local t0=$(date +%s)
+  timeout -s TERM -k 30 "$left" "$bin" tune "${resume[@]}" --batch "$batch" --out "$work/$name" \
+    "$@" >>"$work/$name.stdout" 2>>"$work/$name.stderr"
+  local rc=$?
+  echo "$name: exit $rc after $(($(date +%s) - t0)) s${resume:+ (resumed)}" | tee -a "$work/runs.txt"
+  ((rc == 0)) && touch "$work/$name.done"
+  ((rc == 0)) || return 3
+}
+
+[ -f "$work/tuned.done" ] || run tuned "$@" || { tail -n 3 "$work/tuned.stderr"; exit 3; }
+[ -f "$work/exhaustive.done" ] || run exhaustive --exhaustive "$@" ||
+  { echo "deadline: run again with QUALITY_WORK=$work to continue"; exit 3; }
+[ "$work" = "$out" ] || cp "$work"/*.txt "$work"/*.stdout "$work"/*.stderr "$out/"
+tar -czf "$out/runs.tar.gz" -C "$work" tuned exhaustive
+python3 "$(dirname "$0")/tune_quality.py" "$work/tuned" "$work/exhaustive" | tee "$out/quality.md"

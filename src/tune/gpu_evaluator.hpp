@@ -174,8 +174,14 @@ class GpuEvaluator : public Evaluator {
   WorkerClient client_;
 };
 
-// One GpuEvaluator per GPU 0..gpus-1, each worker started as `worker_argv` with
-// CUDA_VISIBLE_DEVICES set to its GPU, for run_tune(opts, pool, progress).
+// The CUDA_VISIBLE_DEVICES a worker for visible GPU `g` gets: the g-th entry of the parent's
+// list when it has one (`parent_visible` = its value, nullptr when unset), else "g". A user who
+// runs `CUDA_VISIBLE_DEVICES=2,3 moetune tune` gets workers on GPUs 2 and 3, not 0 and 1.
+// Throws InputError (field "gpus") when the list has fewer than g+1 entries.
+std::string worker_visible_device(int g, const char* parent_visible);
+
+// One GpuEvaluator per visible GPU 0..gpus-1, each worker started as `worker_argv` with
+// CUDA_VISIBLE_DEVICES naming that one GPU, for run_tune(opts, pool, progress).
 EvaluatorPool make_gpu_pool(const MoeShape& shape, int gpus,
                             const std::vector<std::string>& worker_argv,
                             GpuEvaluatorOptions o = {});

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 
@@ -294,6 +295,26 @@ CheckResult GpuEvaluator::check(int M, Stage stage, const KernelConfig& config) 
   }
 }
 
+std::string worker_visible_device(int g, const char* parent_visible) {
+  if (parent_visible == nullptr || *parent_visible == '\0') return std::to_string(g);
+  std::vector<std::string> ids;
+  std::string id;
+  for (const char* p = parent_visible;; ++p) {
+    if (*p == ',' || *p == '\0') {
+      ids.push_back(id);
+      id.clear();
+      if (*p == '\0') break;
+    } else if (*p != ' ') {
+      id += *p;
+    }
+  }
+  if (g < 0 || g >= static_cast<int>(ids.size()) || ids[g].empty()) {
+    throw InputError("gpus", std::to_string(g + 1),
+                     fmt::format("CUDA_VISIBLE_DEVICES=\"{}\" names fewer GPUs", parent_visible));
+  }
+  return ids[g];
+}
+
 EvaluatorPool make_gpu_pool(const MoeShape& shape, int gpus,
                             const std::vector<std::string>& worker_argv, GpuEvaluatorOptions o) {
   if (gpus < 1) throw InputError("gpus", std::to_string(gpus), "must be at least 1");
@@ -301,7 +322,7 @@ EvaluatorPool make_gpu_pool(const MoeShape& shape, int gpus,
   for (int g = 0; g < gpus; ++g) {
     WorkerOptions w;
     w.argv = worker_argv;
-    w.env["CUDA_VISIBLE_DEVICES"] = std::to_string(g);
+    w.env["CUDA_VISIBLE_DEVICES"] = worker_visible_device(g, std::getenv("CUDA_VISIBLE_DEVICES"));
     pool.add(std::make_unique<GpuEvaluator>(shape, w, o));
   }
   return pool;

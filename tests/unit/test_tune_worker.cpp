@@ -189,5 +189,18 @@ TEST(WorkerClient, AMissingProgramIsAnErrorNotAHang) {
   EXPECT_THROW(c.call({{"op", "hello"}}, 1), CudaError);
 }
 
+// A worker pins the g-th GPU the user made visible: CUDA_VISIBLE_DEVICES=2,3 must not become
+// GPUs 0 and 1 (another job's GPUs) in the workers.
+TEST(WorkerPool, AWorkerGetsTheGthOfTheParentsVisibleDevices) {
+  EXPECT_EQ(worker_visible_device(0, nullptr), "0");
+  EXPECT_EQ(worker_visible_device(1, nullptr), "1");
+  EXPECT_EQ(worker_visible_device(1, ""), "1");
+  EXPECT_EQ(worker_visible_device(0, "2,3"), "2");
+  EXPECT_EQ(worker_visible_device(1, "2, 3"), "3");
+  EXPECT_EQ(worker_visible_device(0, "GPU-8a1b"), "GPU-8a1b");
+  EXPECT_THROW(worker_visible_device(2, "2,3"), InputError);
+  EXPECT_THROW(worker_visible_device(1, "2,,3"), InputError);
+}
+
 }  // namespace
 }  // namespace moetune::tune
