@@ -15,6 +15,7 @@
 // Grid: one block of THREADS threads (the whole job is one histogram and one scan).
 // Shared memory: count, offset, cursor: 3 x MAX_E int32 (+1), and one int32 per warp.
 #pragma once
+#include "common/pdl.cuh"
 
 namespace moetune {
 
@@ -33,6 +34,11 @@ __global__ void __launch_bounds__(THREADS)
   __shared__ int s_cursor[MAX_E];
   __shared__ int s_warp[THREADS / 32];
   const int tid = threadIdx.x;
+  // PDL (common/pdl.cuh): topk_ids is the routing's output, and the last call's GEMMs
+  // may still read the tables written here: wait before any global access.
+  // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
+  pdl_wait();
+  pdl_launch_dependents();
 
   for (int e = tid; e < E; e += THREADS) s_count[e] = 0;
   __syncthreads();

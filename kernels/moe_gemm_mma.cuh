@@ -57,6 +57,7 @@
 #include <cuda_fp16.h>
 
 #include "common/act.cuh"
+#include "common/pdl.cuh"
 #include "common/ptx.cuh"
 #include "common/tile_math.cuh"
 
@@ -158,6 +159,10 @@ __global__ void __launch_bounds__(num_warps * 32)
   const int group_rows = min(num_m_blocks - first_m, GROUP_SIZE_M);
   const int pid_m = first_m + (pid % kGroupTiles) % group_rows;
   const int pid_n = (pid % kGroupTiles) / group_rows;
+  // PDL (common/pdl.cuh): the alignment tables, a (and its scales) and topk_weights come from
+  // the kernels before: wait before any global access, in every block (one that exited without
+  // waiting could let this grid complete before its predecessor, racing the stage after us).
+  pdl_wait();
   if (pid_m * BLOCK_SIZE_M >= __ldg(num_tokens_post_padded)) return;
   const int expert = __ldg(expert_ids + pid_m);
   if (expert < 0) return;  // expert of another rank (EP)
@@ -371,6 +376,9 @@ __global__ void __launch_bounds__(num_warps * 32)
     }
   }
   ptx::cp_async_wait<0>();
+  // PDL: the K loop is done; the epilogue (and split-K reduction) does not need the SMs to itself,
+  // so the next stage's blocks may be scheduled now (they wait for our completion).
+  pdl_launch_dependents();
 
   // ---- split-K: publish the partial, the last block of the tile reduces in split order --------
   if constexpr (SPLIT_K > 1) {

@@ -35,6 +35,7 @@
 
 #include "common/act.cuh"
 #include "common/mbarrier.cuh"
+#include "common/pdl.cuh"
 #include "common/ptx.cuh"
 #include "common/tile_math.cuh"
 #include "common/wgmma.cuh"
@@ -155,6 +156,10 @@ __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
   const int group_rows = min(num_m_blocks - first_m, GROUP_SIZE_M);
   const int pid_m = first_m + (pid % kGroupTiles) % group_rows;
   const int pid_n = (pid % kGroupTiles) / group_rows;
+  // PDL (common/pdl.cuh): the alignment tables, a (and its scales) and topk_weights come from
+  // the kernels before: wait before any global access, in every block (one that exited without
+  // waiting could let this grid complete before its predecessor, racing the stage after us).
+  pdl_wait();
   if (pid_m * BLOCK_SIZE_M >= __ldg(num_tokens_post_padded)) return;
   const int expert = __ldg(expert_ids + pid_m);
   if (expert < 0) return;  // expert of another rank (EP)
@@ -425,6 +430,10 @@ __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
     wgmma::wait<0>();
     ptx::cp_async_wait<0>();
   }
+
+  // PDL: the K loop is done (the producer warpgroup has returned); the epilogue and split-K
+  // reduction do not need the SMs to themselves: let the next stage's blocks be scheduled.
+  pdl_launch_dependents();
 
   // The consumer threads alone (the producer warpgroup has returned): named barrier 1.
   auto consumer_sync = [&] {

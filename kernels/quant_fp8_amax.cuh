@@ -7,6 +7,7 @@
 // [gridDim.x] fp32, written here. Grid: any number of blocks (the host uses <= 256).
 #pragma once
 #include "common/act.cuh"
+#include "common/pdl.cuh"
 
 namespace moetune {
 
@@ -14,6 +15,10 @@ template <int ACT,      // tile_math::kDtypeBf16 / kDtypeFp16: the element type 
           int THREADS>  // threads per block
 __global__ void __launch_bounds__(THREADS)
     quant_fp8_amax(const void* __restrict__ x, long long n, float* __restrict__ partials) {
+  // PDL (common/pdl.cuh): x may be the kernel before's output: wait before any global access.
+  // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
+  pdl_wait();
+  pdl_launch_dependents();
   const unsigned char* xb = static_cast<const unsigned char*>(x);
   float m = 0.0f;
   const long long vecs = n / 8;

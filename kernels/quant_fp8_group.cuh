@@ -16,6 +16,7 @@
 #include <cuda_fp8.h>
 
 #include "common/act.cuh"
+#include "common/pdl.cuh"
 
 namespace moetune {
 
@@ -30,6 +31,11 @@ __global__ void __launch_bounds__(THREADS)
                 "GROUP must be 0 (per tensor), 64, 128 or a multiple of 256");
   static_assert(THREADS % 32 == 0, "THREADS must be a multiple of 32");
   constexpr float kFp8Max = 448.0f;
+  // PDL (common/pdl.cuh): x and amax_partials come from the kernels before: wait before any
+  // global access.
+  // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
+  pdl_wait();
+  pdl_launch_dependents();
   const unsigned char* xb = static_cast<const unsigned char*>(x);
   if constexpr (GROUP > 0) {
     constexpr int kPerLane = GROUP / 32;  // 2, 4, 8, ... elements per lane

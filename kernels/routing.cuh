@@ -15,6 +15,7 @@
 // Grid: ceil(M / WARPS) blocks of WARPS warps; warp w of block b routes token b*WARPS + w.
 // Shared memory (N_GROUP > 1 only): c of each warp's token, WARPS x E_GLOBAL fp32.
 #pragma once
+#include "common/pdl.cuh"
 
 namespace moetune {
 namespace routing_detail {
@@ -59,6 +60,11 @@ __global__ void __launch_bounds__(WARPS * 32)
                 "TOPK_GROUP groups must hold at least TOPK experts");
   __shared__ float s_choice[N_GROUP > 1 ? WARPS : 1][N_GROUP > 1 ? E_GLOBAL : 1];
 
+  // PDL (common/pdl.cuh): router_logits may come from the kernel before, and the last
+  // call's stages may still read topk_ids: wait before any global access.
+  // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
+  pdl_wait();
+  pdl_launch_dependents();
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const long long t = static_cast<long long>(blockIdx.x) * WARPS + warp;

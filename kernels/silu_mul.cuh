@@ -9,6 +9,7 @@
 // Grid: grid-stride over num_slots * N / 8 eight-element vectors (16-byte accesses).
 #pragma once
 #include "common/act.cuh"
+#include "common/pdl.cuh"
 
 namespace moetune {
 
@@ -20,6 +21,10 @@ __global__ void __launch_bounds__(THREADS)
              long long num_slots, int expert_start, int E) {
   static_assert(N % 8 == 0, "N must be a multiple of 8 (16-byte vectors)");
   constexpr int kVecs = N / 8;  // vectors per row
+  // PDL (common/pdl.cuh): h is GEMM1's output: wait before any global access.
+  // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
+  pdl_wait();
+  pdl_launch_dependents();
   const unsigned char* hb = static_cast<const unsigned char*>(h);
   unsigned char* ob = static_cast<unsigned char*>(out);
   const long long total = num_slots * kVecs;

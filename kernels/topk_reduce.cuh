@@ -8,6 +8,7 @@
 // Grid: grid-stride over M * K / 8 eight-element vectors.
 #pragma once
 #include "common/act.cuh"
+#include "common/pdl.cuh"
 
 namespace moetune {
 
@@ -20,6 +21,10 @@ __global__ void __launch_bounds__(THREADS)
                 const int* __restrict__ topk_ids, long long M, int expert_start, int E) {
   static_assert(K % 8 == 0, "K must be a multiple of 8 (16-byte vectors)");
   constexpr int kVecs = K / 8;
+  // PDL (common/pdl.cuh): y is GEMM2's output: wait before any global access.
+  // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
+  pdl_wait();
+  pdl_launch_dependents();
   const unsigned char* yb = static_cast<const unsigned char*>(y);
   unsigned char* ob = static_cast<unsigned char*>(out);
   const long long total = M * kVecs;

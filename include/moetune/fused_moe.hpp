@@ -9,6 +9,9 @@
 // epilogue (gemm1_fuses_act): GEMM1 writes the [M*topk, N] activation directly, the
 // [M*topk, 2N] intermediate never reaches memory and MoeStage::act launches nothing. Larger M
 // and fp8_w8a8 keep GEMM1 -> [M*topk, 2N] -> SiLU·up (+ fp8 quantization): measured faster there.
+// On sm_90+ each stage kernel is a programmatic dependent launch (FusedMoeOptions::pdl): it may
+// start while the previous kernel on the stream (a stage, or the caller's last kernel) finishes,
+// and waits on the GPU for its completion before touching memory.
 //
 // Layouts (row-major, last dim contiguous; all pointers are device pointers; "act" is the
 // activation dtype: fp16 for Dtype::fp16, bf16 for bf16 and fp8_w8a8):
@@ -50,6 +53,14 @@ enum class MoeStage { routing, align, quant, gemm1, act, gemm2, reduce };
 struct FusedMoeOptions {
   int rank = 0;      // expert-parallel rank: holds global experts [rank*E, (rank+1)*E)
   std::string arch;  // NVRTC target; "" = the GpuSpec's (e.g. "sm_90a" on an H200)
+  // Programmatic dependent launch between the stage kernels: on sm_90 and newer every stage
+  // kernel (routing, alignment, quantization, both GEMMs, activation, top-k sum) is launched with
+  // programmatic stream serialization, so its blocks are scheduled while the previous stage
+  // finishes instead of after it (saves most of each launch gap at decode sizes; the kernels wait
+  // for the previous stage's results in griddepcontrol.wait, kernels/common/pdl.cuh). Results
+  // are bit-identical either way, and CUDA graphs capture it. Ignored below sm_90 and on drivers
+  // older than CUDA 12.3 (plain launches); `moetune bench/profile --no-pdl` turn it off.
+  bool pdl = true;
 };
 
 // Device pointers of the layer's weights (see the layout comment above).
@@ -119,6 +130,8 @@ class FusedMoe {
   const MoeShape& shape() const;
   const std::string& arch() const;
   int rank() const;
+  // Whether the stage launches ask for PDL: options.pdl on an sm_90+ arch (arch_supports_pdl).
+  bool pdl() const;
   const ConfigTable& up_table() const;
   const ConfigTable& down_table() const;  // the effective one (up when no down table was given)
   const KernelConfig& up_config(std::int64_t M) const;    // nearest-M lookup
@@ -155,6 +168,10 @@ class FusedMoe {
 };
 
 const char* to_string(MoeStage s);
+// True for NVRTC targets of sm_90 and newer ("sm_90a", "sm_100a", "sm_120"), where the
+// griddepcontrol instructions of programmatic dependent launch exist; false otherwise (and for
+// anything that is not "sm_<digits>...").
+bool arch_supports_pdl(const std::string& arch);
 // True when GEMM1 computes SiLU(gate)·up in its epilogue for M tokens: bf16/fp16 with
 // M*topk <= 8 * max(E_global, E) (gemm::gemm1_stage says why); never for fp8.
 bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M);

@@ -1,5 +1,6 @@
-// moetune bench [--config FILE] [--vs FILE2] [--hot]: per-M latency of the layer and the GEMM
-// phase with 95% CI, GB/s, TFLOP/s and % of the floor; --vs says faster / slower / within noise.
+// moetune bench [--config FILE] [--vs FILE2] [--hot] [--no-pdl]: per-M latency of the layer and
+// the GEMM phase with 95% CI, GB/s, TFLOP/s and % of the floor; --vs says faster / slower /
+// within noise; --no-pdl launches the stages without programmatic dependent launch (A/B).
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -18,8 +19,9 @@ struct BenchCliOptions {
 };
 
 std::vector<moe::LayerBenchRow> bench_tables(const Target& t, const Tables& tables,
-                                             const moe::BenchOptions& opts) {
-  FusedMoe moe(t.shape, t.gpu, tables.up, tables.down);
+                                             const moe::BenchOptions& opts,
+                                             const FusedMoeOptions& fo) {
+  FusedMoe moe(t.shape, t.gpu, tables.up, tables.down, fo);
   std::int64_t max_M = 1;
   for (std::int64_t M : opts.batch) max_M = std::max(max_M, M);
   moe.prepare(max_M);
@@ -79,12 +81,14 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
   if (given(o.vs.opt)) b = read_tables(o.vs.file);
   Target t = resolve_local_target(g);
   add_measured_ceilings(o.measure, opts);
+  const FusedMoeOptions fo = fused_moe_options(o.measure);
+  const bool pdl = fo.pdl && arch_supports_pdl(t.gpu.arch());  // what FusedMoe will do
 
-  std::vector<moe::LayerBenchRow> rows_a = bench_tables(t, a, opts);
+  std::vector<moe::LayerBenchRow> rows_a = bench_tables(t, a, opts, fo);
   std::vector<moe::LayerBenchRow> rows_b;
   std::vector<moe::LayerComparison> cmp;
   if (b) {
-    rows_b = bench_tables(t, *b, opts);
+    rows_b = bench_tables(t, *b, opts, fo);
     cmp = moe::compare(rows_a, rows_b);
   }
 
@@ -92,6 +96,7 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
     nlohmann::ordered_json j{{"gpu", t.gpu.name},
                              {"shape", shape_json(t.shape, t.gpu)},
                              {"config", a.label},
+                             {"pdl", pdl},
                              {"rows", rows_json(rows_a)}};
     if (b) {
       j["vs"] = b->label;
@@ -110,8 +115,9 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
-  fmt::print("{} on {} ({})\n", shape_title(t.shape), t.gpu.name,
-             opts.hot ? "hot: cache-resident" : "cold: rotating routing sets");
+  fmt::print("{} on {} ({}, {})\n", shape_title(t.shape), t.gpu.name,
+             opts.hot ? "hot: cache-resident" : "cold: rotating routing sets",
+             pdl ? "PDL" : "no PDL");
   print_rows(a.label, rows_a);
   if (b) {
     print_rows(b->label, rows_b);

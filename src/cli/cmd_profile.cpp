@@ -22,7 +22,7 @@ int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
   Tables tables = tables_of(o.config);
   Target t = resolve_local_target(g);
   add_measured_ceilings(o.measure, opts);
-  FusedMoe moe(t.shape, t.gpu, tables.up, tables.down);
+  FusedMoe moe(t.shape, t.gpu, tables.up, tables.down, fused_moe_options(o.measure));
   std::int64_t max_M = 1;
   for (std::int64_t M : opts.batch) max_M = std::max(max_M, M);
   moe.prepare(max_M);
@@ -55,12 +55,13 @@ int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
     nlohmann::ordered_json j{{"gpu", t.gpu.name},
                              {"shape", shape_json(t.shape, t.gpu)},
                              {"config", tables.label},
+                             {"pdl", moe.pdl()},
                              {"rows", out}};
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
-  fmt::print("{} on {} ({}, config: {})\n", shape_title(t.shape), t.gpu.name,
-             opts.hot ? "hot" : "cold", tables.label);
+  fmt::print("{} on {} ({}, config: {}, {})\n", shape_title(t.shape), t.gpu.name,
+             opts.hot ? "hot" : "cold", tables.label, moe.pdl() ? "PDL" : "no PDL");
   for (const moe::ProfileRow& r : rows) {
     fmt::print("\nM={}: layer {:.2f} us, stages sum {:.2f} us, dominant {}\n", r.M,
                r.layer.median_s * 1e6, r.stages_sum_s * 1e6, stage_name(r.dominant, t.shape, r.M));

@@ -45,6 +45,15 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
   sub.add_flag("--hot", o.hot, "cache-resident inputs (default: cold, rotating routing sets)");
   sub.add_flag("--measured-ceilings", o.measured_ceilings,
                "also report floor_measured_us over locally measured ceilings (cached)");
+  sub.add_flag("--no-pdl", o.no_pdl,
+               "launch the stage kernels without programmatic dependent launch (default: PDL on "
+               "sm_90+)");
+}
+
+FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
+  FusedMoeOptions f;
+  f.pdl = !o.no_pdl;
+  return f;
 }
 
 moe::BenchOptions bench_options(const MeasureCliOptions& o) {

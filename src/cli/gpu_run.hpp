@@ -1,5 +1,5 @@
 // What `bench` and `profile` share: the tables to run (--config FILE and its _down sibling) and
-// the measurement options (--batch, --hot, --measured-ceilings).
+// the measurement options (--batch, --hot, --measured-ceilings, --no-pdl).
 #pragma once
 #include <optional>
 #include <string>
@@ -7,6 +7,7 @@
 #include "cli/commands.hpp"
 #include "moe/profile.hpp"
 #include "moetune/config.hpp"
+#include "moetune/fused_moe.hpp"
 
 namespace moetune::cli {
 
@@ -30,10 +31,13 @@ struct MeasureCliOptions {
   const CLI::Option* batch_opt = nullptr;
   bool hot = false;
   bool measured_ceilings = false;
+  bool no_pdl = false;  // --no-pdl: plain stage launches (FusedMoeOptions::pdl = false)
 };
 void add_measure_options(CLI::App& sub, MeasureCliOptions& o);
 // BenchOptions from the flags (no GPU work).
 moe::BenchOptions bench_options(const MeasureCliOptions& o);
+// The FusedMoe options of the flags (--no-pdl).
+FusedMoeOptions fused_moe_options(const MeasureCliOptions& o);
 // With --measured-ceilings: measures the local ceilings (or reads their cache). Needs a GPU.
 void add_measured_ceilings(const MeasureCliOptions& o, moe::BenchOptions& b);
 

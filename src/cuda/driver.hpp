@@ -17,6 +17,7 @@ namespace moetune::cuda {
   X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent)                   \
   X(cuCtxSynchronize) X(cuCtxGetDevice) X(cuModuleLoadData) X(cuModuleUnload)                    \
   X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)           \
+  X(cuLaunchKernelEx)                                                                            \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                                 \
   X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemGetInfo)                  \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)      \

@@ -80,6 +80,23 @@ std::string KernelSpec::generated_source() const {
   return s;
 }
 
+std::string kernel_ptx(const KernelSpec& spec) {
+  NvrtcProgram prog;
+  prog.name = (spec.name.empty() ? "moetune_kernel" : spec.name) + ".cu";
+  prog.source = spec.generated_source();
+  prog.headers = embedded_headers();
+  prog.name_expressions = {spec.name_expression()};
+  prog.arch = spec.arch;
+  prog.options = spec.options;
+  prog.want_ptx = true;
+  NvrtcResult r = nvrtc_compile(prog);
+  if (!r.ok) {
+    throw CudaError("NVRTC failed to compile " + spec.name_expression() + " for " + spec.arch +
+                    " (" + spec.file + "):\n" + r.log);
+  }
+  return r.ptx;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 LoadedKernel::LoadedKernel(CUmodule module, CUfunction fn, std::string name)
@@ -117,12 +134,56 @@ int LoadedKernel::max_active_blocks_per_sm(int threads, std::size_t smem_bytes) 
   return blocks;
 }
 
+LaunchAttributes launch_attributes(const LaunchOptions& opts, int driver_version,
+                                   bool has_launch_ex) {
+  LaunchAttributes out;
+  if (opts.pdl && has_launch_ex && driver_version >= kPdlMinDriverVersion) {
+    CUlaunchAttribute& a = out.attrs[out.count++];
+    a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    a.value.programmaticStreamSerializationAllowed = 1;
+  }
+  return out;
+}
+
+namespace {
+// This driver's version, once (0 when it cannot say: no PDL then).
+int driver_version() {
+  static const int v = [] {
+    int out = 0;
+    const auto& api = driver();
+    if (api.cuDriverGetVersion == nullptr || api.cuDriverGetVersion(&out) != CUDA_SUCCESS) out = 0;
+    return out;
+  }();
+  return v;
+}
+}  // namespace
+
 void LoadedKernel::launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, CUstream stream,
-                          void** args) const {
+                          void** args, LaunchOptions opts) const {
   if (smem_bytes > 48 * 1024 && smem_bytes > smem_set_.load()) {
     MOETUNE_CU(cuFuncSetAttribute, fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                static_cast<int>(smem_bytes));
     smem_set_.store(smem_bytes);
+  }
+  if (opts.pdl) {
+    const auto& api = driver();
+    LaunchAttributes attrs =
+        launch_attributes(opts, driver_version(), api.cuLaunchKernelEx != nullptr);
+    if (attrs.count > 0) {
+      CUlaunchConfig cfg{};
+      cfg.gridDimX = grid.x;
+      cfg.gridDimY = grid.y;
+      cfg.gridDimZ = grid.z;
+      cfg.blockDimX = block.x;
+      cfg.blockDimY = block.y;
+      cfg.blockDimZ = block.z;
+      cfg.sharedMemBytes = static_cast<unsigned>(smem_bytes);
+      cfg.hStream = stream;
+      cfg.attrs = attrs.attrs;
+      cfg.numAttrs = attrs.count;
+      MOETUNE_CU(cuLaunchKernelEx, &cfg, fn_, args, nullptr);
+      return;
+    }
   }
   MOETUNE_CU(cuLaunchKernel, fn_, grid.x, grid.y, grid.z, block.x, block.y, block.z,
              static_cast<unsigned>(smem_bytes), stream, args, nullptr);

@@ -53,6 +53,32 @@ struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 
+// How LoadedKernel::launch enqueues a kernel.
+struct LaunchOptions {
+  // Programmatic dependent launch (sm_90+): cuLaunchKernelEx with
+  // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 1, so the kernel's blocks may be
+  // scheduled while the previous kernel of the stream finishes. The kernel must pdl_wait()
+  // (kernels/common/pdl.cuh) before touching what earlier work wrote or reads. Between a kernel
+  // and a non-kernel operation (a memset, an event) the edge is an ordinary full dependency.
+  // Stream capture keeps it as a programmatic graph edge.
+  bool pdl = false;
+};
+
+// The oldest driver (cuDriverGetVersion) that gets PDL launches: CUDA 12.3, whose graphs keep
+// programmatic edges from stream capture (12.0's cuLaunchKernelEx alone is not enough).
+inline constexpr int kPdlMinDriverVersion = 12030;
+
+// The launch attributes LoadedKernel::launch passes to cuLaunchKernelEx for `opts` on a driver of
+// `driver_version` that has (`has_launch_ex`) cuLaunchKernelEx. count 0: the plain cuLaunchKernel
+// (no PDL asked, or the driver cannot: older than kPdlMinDriverVersion or no cuLaunchKernelEx).
+// Pure: no driver call, no allocation.
+struct LaunchAttributes {
+  CUlaunchAttribute attrs[1] = {};
+  unsigned count = 0;
+};
+LaunchAttributes launch_attributes(const LaunchOptions& opts, int driver_version,
+                                   bool has_launch_ex);
+
 // A kernel loaded into the current context.
 class LoadedKernel {
  public:
@@ -69,7 +95,10 @@ class LoadedKernel {
   // Resident blocks per SM for this block size and dynamic shared memory (occupancy).
   int max_active_blocks_per_sm(int threads, std::size_t smem_bytes) const;
   // Sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES once if smem_bytes > 48 KiB.
-  void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, CUstream stream, void** args) const;
+  // opts.pdl: a programmatic dependent launch where the driver supports it
+  // (launch_attributes), else the plain launch.
+  void launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, CUstream stream, void** args,
+              LaunchOptions opts = {}) const;
 
  private:
   CUmodule module_;
@@ -77,6 +106,11 @@ class LoadedKernel {
   std::string name_;
   mutable std::atomic<std::size_t> smem_set_{0};
 };
+
+// The PTX of one instance (NVRTC, no cache, no GPU): for inspecting what a kernel compiles to
+// on spec.arch (e.g. that sm_90a has griddepcontrol.wait and sm_80 not). Throws CudaError with
+// the NVRTC log on a compile error.
+std::string kernel_ptx(const KernelSpec& spec);
 
 class Jit {
  public:

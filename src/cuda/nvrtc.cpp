@@ -26,6 +26,8 @@ struct NvrtcApi {
   decltype(&::nvrtcGetProgramLog) nvrtcGetProgramLog = nullptr;
   decltype(&::nvrtcGetCUBINSize) nvrtcGetCUBINSize = nullptr;
   decltype(&::nvrtcGetCUBIN) nvrtcGetCUBIN = nullptr;
+  decltype(&::nvrtcGetPTXSize) nvrtcGetPTXSize = nullptr;
+  decltype(&::nvrtcGetPTX) nvrtcGetPTX = nullptr;
   decltype(&::nvrtcAddNameExpression) nvrtcAddNameExpression = nullptr;
   decltype(&::nvrtcGetLoweredName) nvrtcGetLoweredName = nullptr;
 };
@@ -95,6 +97,8 @@ Loaded load() {
   MOETUNE_NVRTC_LOAD(nvrtcGetProgramLog)
   MOETUNE_NVRTC_LOAD(nvrtcGetCUBINSize)
   MOETUNE_NVRTC_LOAD(nvrtcGetCUBIN)
+  MOETUNE_NVRTC_LOAD(nvrtcGetPTXSize)
+  MOETUNE_NVRTC_LOAD(nvrtcGetPTX)
   MOETUNE_NVRTC_LOAD(nvrtcAddNameExpression)
   MOETUNE_NVRTC_LOAD(nvrtcGetLoweredName)
 #undef MOETUNE_NVRTC_LOAD
@@ -218,6 +222,13 @@ NvrtcResult nvrtc_compile(const NvrtcProgram& program) {
   check(nv.nvrtcGetCUBINSize(prog, &cubin_size), "nvrtcGetCUBINSize");
   out.cubin.resize(cubin_size);
   check(nv.nvrtcGetCUBIN(prog, out.cubin.data()), "nvrtcGetCUBIN");
+  if (program.want_ptx) {
+    std::size_t ptx_size = 0;
+    check(nv.nvrtcGetPTXSize(prog, &ptx_size), "nvrtcGetPTXSize");
+    out.ptx.resize(ptx_size);
+    if (ptx_size > 0) check(nv.nvrtcGetPTX(prog, out.ptx.data()), "nvrtcGetPTX");
+    if (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
+  }
   for (const auto& expr : program.name_expressions) {
     const char* lowered = nullptr;
     check(nv.nvrtcGetLoweredName(prog, expr.c_str(), &lowered), "nvrtcGetLoweredName");

@@ -18,6 +18,7 @@ struct NvrtcProgram {
   std::vector<std::string> name_expressions;  // e.g. "moetune::mma_peak<__nv_bfloat16, 4>"
   std::string arch;                           // "sm_80", "sm_90a", ...
   std::vector<std::string> options;           // extra options, after the standard ones
+  bool want_ptx = false;                       // also return the PTX (NvrtcResult::ptx)
 };
 
 struct NvrtcResult {
@@ -25,6 +26,7 @@ struct NvrtcResult {
   std::vector<char> cubin;
   std::vector<std::string> lowered_names;  // one per name expression, same order
   std::string log;
+  std::string ptx;  // the intermediate PTX, with want_ptx only
 };
 
 // The library that was loaded, e.g. "/usr/local/cuda/lib64/libnvrtc.so.13"; throws CudaError

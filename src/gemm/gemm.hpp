@@ -73,6 +73,11 @@ struct GemmArgs {
   // are zero (a workspace zeroed once and used by this GEMM alone: every launch leaves them zero
   // again), which saves the memset (~1-2 µs at decode sizes).
   bool workspace_counters_zeroed = false;
+  // A programmatic dependent launch (cuda::LaunchOptions::pdl; sm_90+ only: the caller decides):
+  // the GEMM's blocks may be scheduled while the previous kernel finishes; both kernels
+  // pdl_wait() before their first global access. Not where launch_gemm memsets the split-K
+  // counters first: a memset between two kernels leaves no programmatic edge to take.
+  bool pdl = false;
 };
 
 // The kernel instance for (shape, config, stage) on `arch` ("sm_80", "sm_89", "sm_90a",
@@ -120,7 +125,8 @@ GemmLaunch gemm_launch_geometry(const MoeShape& shape, const KernelConfig& confi
                                 const std::string& arch);
 
 // Enqueues one GEMM on `stream` (JIT-compiles and loads the instance for the current device on
-// first use), preceded by a memset of the split-K counters unless workspace_counters_zeroed.
+// first use), preceded by a memset of the split-K counters unless workspace_counters_zeroed;
+// with args.pdl (and no memset) as a programmatic dependent launch.
 // Never synchronizes, never allocates. Throws InputError for a bad config or
 // arguments (a missing pointer, a too-small workspace), CudaError for a failed launch.
 void launch_gemm(const MoeShape& shape, const KernelConfig& config, const GemmArgs& args,

@@ -82,12 +82,17 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
   void* workspace = args.workspace;
   void* params[] = {&a, &a_scale, &w, &w_scale, &out, &topk_weights, &sorted, &expert_ids,
                     &ntpp, &M, &workspace};
+  cuda::LaunchOptions lo;
+  lo.pdl = args.pdl;
   if (ws > 0 && !args.workspace_counters_zeroed) {
     const std::size_t counters = gemm_counter_bytes_for_grid(c, g.grid.x);
     MOETUNE_CU(cuMemsetD32Async, reinterpret_cast<CUdeviceptr>(args.workspace), 0u, counters / 4,
                stream);
+    // The memset already waits for the kernel before in full (an ordinary stream dependency):
+    // there is no kernel to overlap with, so the GEMM is an ordinary launch after it.
+    lo.pdl = false;
   }
-  kernel->launch(g.grid, g.block, g.smem_bytes, stream, params);
+  kernel->launch(g.grid, g.block, g.smem_bytes, stream, params, lo);
 }
 
 }  // namespace moetune::gemm

@@ -33,6 +33,15 @@ bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M) {
   return gemm::gemm1_stage(shape, M) == gemm::GemmStage::up_act;
 }
 
+bool arch_supports_pdl(const std::string& arch) {
+  if (arch.rfind("sm_", 0) != 0) return false;
+  int cc = 0;
+  std::size_t i = 3;
+  for (; i < arch.size() && arch[i] >= '0' && arch[i] <= '9' && cc < 100000; ++i)
+    cc = cc * 10 + (arch[i] - '0');
+  return i > 3 && cc >= 90;
+}
+
 const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M) {
   if (gemm1_fuses_act(shape, M)) {
     if (s == MoeStage::gemm1) return "gemm1+act";
@@ -85,6 +94,7 @@ struct FusedMoe::Impl {
   ConfigTable up, down;
   FusedMoeOptions opts;
   std::string arch;
+  bool pdl = false;  // opts.pdl on an sm_90+ arch: every stage launch asks for PDL
   std::vector<std::shared_ptr<cuda::LoadedKernel>> loaded;  // kept alive after prepare()
 
   struct Ptrs {
@@ -125,6 +135,7 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
   impl_->up = std::move(up);
   impl_->down = std::move(down);
   impl_->arch = opts.arch.empty() ? gpu.arch() : opts.arch;
+  impl_->pdl = opts.pdl && arch_supports_pdl(impl_->arch);
   impl_->opts = std::move(opts);
 }
 
@@ -176,6 +187,7 @@ void FusedMoe::check(const MoeShape& shape, const GpuSpec& gpu, const ConfigTabl
 const MoeShape& FusedMoe::shape() const { return impl_->shape; }
 const std::string& FusedMoe::arch() const { return impl_->arch; }
 int FusedMoe::rank() const { return impl_->opts.rank; }
+bool FusedMoe::pdl() const { return impl_->pdl; }
 const ConfigTable& FusedMoe::up_table() const { return impl_->up; }
 const ConfigTable& FusedMoe::down_table() const { return impl_->down; }
 const KernelConfig& FusedMoe::up_config(std::int64_t M) const {
@@ -295,6 +307,9 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
   char* ws = p.ws;
   const std::string& arch = impl_->arch;
   const int rank = impl_->opts.rank;
+  // Every stage kernel pdl_wait()s before its first global access, so each may be launched as a
+  // programmatic dependent of the one before (also the first: of the caller's last kernel).
+  const bool pdl = impl_->pdl;
   const std::int64_t slots = M * s.topk;
   auto* sorted = reinterpret_cast<std::int32_t*>(ws + L.sorted_token_ids);
   auto* expert_ids = reinterpret_cast<std::int32_t*>(ws + L.expert_ids);
@@ -316,6 +331,7 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
     a.workspace = bytes > 0 ? ws + (up ? L.gemm_up : L.gemm_down) : nullptr;
     a.workspace_bytes = bytes;
+    a.pdl = pdl;  // launch_gemm drops it after a split-K counter memset
     return a;
   };
 
@@ -324,18 +340,18 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
       if (in.router_logits == nullptr) return;  // precomputed topk_ids / topk_weights
       moe::launch_routing(s, arch, in.router_logits, w.correction_bias,
                           reinterpret_cast<std::int32_t*>(ws + L.topk_ids),
-                          reinterpret_cast<float*>(ws + L.topk_weights), M, stream);
+                          reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl);
       return;
     case MoeStage::align:
       moe::launch_align(L.BLOCK_SIZE_M, arch, p.topk_ids, M, s.topk, s.E, rank, sorted, expert_ids,
-                        ntpp, L.max_num_tokens_padded, L.max_num_m_blocks, stream);
+                        ntpp, L.max_num_tokens_padded, L.max_num_m_blocks, stream, pdl);
       return;
     case MoeStage::quant:
       if (!fp8(s)) return;
       moe::launch_quant(s.dtype, block_k(s), arch, in.hidden, M, s.K,
                         reinterpret_cast<std::uint8_t*>(ws + L.a_q),
                         reinterpret_cast<float*>(ws + L.a_scale),
-                        reinterpret_cast<float*>(ws + L.partials), stream);
+                        reinterpret_cast<float*>(ws + L.partials), stream, pdl);
       return;
     case MoeStage::gemm1: {
       need_weights(true);
@@ -352,12 +368,12 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     }
     case MoeStage::act:
       if (gemm1_fuses_act(s, M)) return;  // GEMM1's epilogue wrote it
-      moe::launch_silu_mul(s, arch, ws + L.h, ws + L.act, p.topk_ids, M, rank, stream);
+      moe::launch_silu_mul(s, arch, ws + L.h, ws + L.act, p.topk_ids, M, rank, stream, pdl);
       if (fp8(s))
         moe::launch_quant(s.dtype, block_k(s), arch, ws + L.act, slots, s.N,
                           reinterpret_cast<std::uint8_t*>(ws + L.act_q),
                           reinterpret_cast<float*>(ws + L.act_scale),
-                          reinterpret_cast<float*>(ws + L.partials), stream);
+                          reinterpret_cast<float*>(ws + L.partials), stream, pdl);
       return;
     case MoeStage::gemm2: {
       need_weights(false);
@@ -373,7 +389,7 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     }
     case MoeStage::reduce:
       if (out == nullptr) throw InputError("out", "null", "the output is needed");
-      moe::launch_topk_reduce(s, arch, ws + L.y, out, p.topk_ids, M, rank, stream);
+      moe::launch_topk_reduce(s, arch, ws + L.y, out, p.topk_ids, M, rank, stream, pdl);
       return;
   }
 }

@@ -38,8 +38,10 @@ unsigned grid_for(std::int64_t work_items, int per_block) {
 }
 
 void launch(const cuda::KernelSpec& spec, cuda::Dim3 grid, unsigned threads, CUstream stream,
-            void** args) {
-  cuda::Jit::instance().get(spec)->launch(grid, cuda::Dim3{threads, 1, 1}, 0, stream, args);
+            void** args, bool pdl) {
+  cuda::LaunchOptions lo;
+  lo.pdl = pdl;
+  cuda::Jit::instance().get(spec)->launch(grid, cuda::Dim3{threads, 1, 1}, 0, stream, args, lo);
 }
 
 }  // namespace
@@ -147,7 +149,7 @@ cuda::KernelSpec topk_reduce_spec(const MoeShape& shape, const std::string& arch
 
 void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
                     const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
-                    std::int64_t M, CUstream stream) {
+                    std::int64_t M, CUstream stream, bool pdl) {
   if (M <= 0) return;
   if (shape.routing.correction_bias && correction_bias == nullptr)
     throw InputError("correction_bias", "null", "the routing needs a correction bias");
@@ -155,14 +157,15 @@ void launch_routing(const MoeShape& shape, const std::string& arch, const float*
   float rsf = static_cast<float>(shape.routing.routed_scaling_factor);
   void* args[] = {&router_logits, &correction_bias, &topk_ids, &topk_weights, &m, &rsf};
   const unsigned grid = static_cast<unsigned>((M + kRoutingWarps - 1) / kRoutingWarps);
-  launch(routing_spec(shape, arch), cuda::Dim3{grid, 1, 1}, kRoutingWarps * 32, stream, args);
+  launch(routing_spec(shape, arch), cuda::Dim3{grid, 1, 1}, kRoutingWarps * 32, stream, args,
+         pdl);
 }
 
 void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t* topk_ids,
                   std::int64_t M, int topk, int E, int rank, std::int32_t* sorted_token_ids,
                   std::int32_t* expert_ids, std::int32_t* num_tokens_post_padded,
                   std::int64_t max_num_tokens_padded, std::int64_t max_num_m_blocks,
-                  CUstream stream) {
+                  CUstream stream, bool pdl) {
   long long slots = M * topk;
   const int threads = slots <= kAlignSmallSlots ? kAlignSmallThreads : kAlignLargeThreads;
   int e = E;
@@ -172,12 +175,12 @@ void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t*
                   &slots,    &e,                &start,      &mp,
                   &mb};
   launch(align_spec(BLOCK_SIZE_M, threads, arch), cuda::Dim3{1, 1, 1},
-         static_cast<unsigned>(threads), stream, args);
+         static_cast<unsigned>(threads), stream, args, pdl);
 }
 
 void launch_quant(Dtype weight_dtype, int group, const std::string& arch, const void* x,
                   std::int64_t rows, int cols, std::uint8_t* q, float* scale, float* partials,
-                  CUstream stream) {
+                  CUstream stream, bool pdl) {
   if (rows <= 0) return;
   long long r = rows;
   int c = cols;
@@ -191,7 +194,7 @@ void launch_quant(Dtype weight_dtype, int group, const std::string& arch, const 
     long long n = rows * cols;
     void* aargs[] = {&x, &n, &partials};
     launch(amax_spec(weight_dtype, arch), cuda::Dim3{static_cast<unsigned>(num_partials), 1, 1},
-           kElementwiseThreads, stream, aargs);
+           kElementwiseThreads, stream, aargs, pdl);
     grid = grid_for(vecs, kElementwiseThreads * 4);
   } else {
     grid = grid_for(rows * (cols / group), kElementwiseThreads / 32);
@@ -199,11 +202,12 @@ void launch_quant(Dtype weight_dtype, int group, const std::string& arch, const 
   const float* p = partials;
   void* args[] = {&x, &q, &scale, &p, &num_partials, &r, &c};
   launch(quant_spec(weight_dtype, group, arch), cuda::Dim3{grid, 1, 1}, kElementwiseThreads,
-         stream, args);
+         stream, args, pdl);
 }
 
 void launch_silu_mul(const MoeShape& shape, const std::string& arch, const void* h, void* out,
-                     const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream) {
+                     const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream,
+                     bool pdl) {
   if (M <= 0) return;
   long long slots = M * shape.topk;
   int start = rank * shape.E;
@@ -211,11 +215,12 @@ void launch_silu_mul(const MoeShape& shape, const std::string& arch, const void*
   void* args[] = {&h, &out, &topk_ids, &slots, &start, &e};
   launch(silu_mul_spec(shape, arch),
          cuda::Dim3{grid_for(slots * (shape.N / 8), kElementwiseThreads), 1, 1},
-         kElementwiseThreads, stream, args);
+         kElementwiseThreads, stream, args, pdl);
 }
 
 void launch_topk_reduce(const MoeShape& shape, const std::string& arch, const void* y, void* out,
-                        const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream) {
+                        const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream,
+                        bool pdl) {
   if (M <= 0) return;
   long long m = M;
   int start = rank * shape.E;
@@ -223,7 +228,7 @@ void launch_topk_reduce(const MoeShape& shape, const std::string& arch, const vo
   void* args[] = {&y, &out, &topk_ids, &m, &start, &e};
   launch(topk_reduce_spec(shape, arch),
          cuda::Dim3{grid_for(M * (shape.K / 8), kElementwiseThreads), 1, 1}, kElementwiseThreads,
-         stream, args);
+         stream, args, pdl);
 }
 
 }  // namespace moetune::moe

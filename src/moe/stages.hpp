@@ -38,24 +38,28 @@ cuda::KernelSpec topk_reduce_spec(const MoeShape& shape, const std::string& arch
 void check_stage_shape(const MoeShape& shape, int rank);
 
 // --- launches (Jit::get loads on first use; the FusedMoe prepares them up front) --------------
+// pdl: a programmatic dependent launch (cuda::LaunchOptions; sm_90+ only: the caller decides).
+// Every stage kernel pdl_wait()s before its first global access, so either way is correct.
 void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
                     const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
-                    std::int64_t M, CUstream stream);
+                    std::int64_t M, CUstream stream, bool pdl = false);
 // Alignment outputs sized by max_num_tokens_padded / max_num_m_blocks (reference.hpp).
 void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t* topk_ids,
                   std::int64_t M, int topk, int E, int rank, std::int32_t* sorted_token_ids,
                   std::int32_t* expert_ids, std::int32_t* num_tokens_post_padded,
                   std::int64_t max_num_tokens_padded, std::int64_t max_num_m_blocks,
-                  CUstream stream);
+                  CUstream stream, bool pdl = false);
 // fp8 quantization of x [rows, cols] (activation dtype) into q (e4m3) and scale: block-wise
 // (group = block_k, scale [rows, cols/group]) or per tensor (group 0, scale [1]; uses
 // `partials` [kAmaxPartials] fp32 as scratch).
 void launch_quant(Dtype weight_dtype, int group, const std::string& arch, const void* x,
                   std::int64_t rows, int cols, std::uint8_t* q, float* scale, float* partials,
-                  CUstream stream);
+                  CUstream stream, bool pdl = false);
 void launch_silu_mul(const MoeShape& shape, const std::string& arch, const void* h, void* out,
-                     const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream);
+                     const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream,
+                     bool pdl = false);
 void launch_topk_reduce(const MoeShape& shape, const std::string& arch, const void* y, void* out,
-                        const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream);
+                        const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream,
+                        bool pdl = false);
 
 }  // namespace moetune::moe

@@ -45,6 +45,26 @@ bool is_elf(const std::vector<char>& b) {
 
 }  // namespace
 
+// The launch wrapper's attribute choice: PDL asks for exactly one attribute,
+// PROGRAMMATIC_STREAM_SERIALIZATION = 1, where the driver has cuLaunchKernelEx and is CUDA 12.3+;
+// otherwise none (the plain cuLaunchKernel).
+TEST(CudaLaunch, PdlAttributeSelection) {
+  using moetune::cuda::launch_attributes;
+  using moetune::cuda::LaunchOptions;
+  LaunchOptions pdl;
+  pdl.pdl = true;
+  const auto on = launch_attributes(pdl, 12080, true);
+  ASSERT_EQ(on.count, 1u);
+  EXPECT_EQ(on.attrs[0].id, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  EXPECT_EQ(on.attrs[0].value.programmaticStreamSerializationAllowed, 1);
+  EXPECT_EQ(launch_attributes(pdl, moetune::cuda::kPdlMinDriverVersion, true).count, 1u);
+  EXPECT_EQ(launch_attributes(pdl, 13000, true).count, 1u);
+  EXPECT_EQ(launch_attributes(pdl, 12020, true).count, 0u);  // graphs drop programmatic edges
+  EXPECT_EQ(launch_attributes(pdl, 0, true).count, 0u);      // version unknown
+  EXPECT_EQ(launch_attributes(pdl, 12080, false).count, 0u);  // no cuLaunchKernelEx
+  EXPECT_EQ(launch_attributes(LaunchOptions{}, 12080, true).count, 0u);
+}
+
 TEST(CudaJit, EmbeddedSourcesPresent) {
   bool found = false;
   for (const auto& s : moetune::cuda::kernel_sources()) found |= s.path == "mma_peak.cuh";

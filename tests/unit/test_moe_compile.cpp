@@ -1,6 +1,7 @@
 // `moetune kernels --compile-only`'s kernel set compiles with NVRTC for every target, without a
 // GPU (src/moe/check.cpp kernel_specs_for_compile_only).
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include "moe/check.hpp"
 #include "moe/stages.hpp"
 #include "moetune/error.hpp"
+#include "moetune/fused_moe.hpp"
 
 namespace moetune::moe {
 namespace {
@@ -74,6 +76,43 @@ TEST_P(MoeCompileArch, EveryKernelCompiles) {
 
 INSTANTIATE_TEST_SUITE_P(Targets, MoeCompileArch,
                          ::testing::Values("sm_80", "sm_89", "sm_90a", "sm_120"));
+
+// Programmatic dependent launch (kernels/common/pdl.cuh): every kernel the layer launches waits
+// for the previous grid (griddepcontrol.wait) and releases its dependents on sm_90 and newer; below
+// sm_90 both calls compile to nothing. One instance of each kernel file of the compile-only set.
+class MoePdlPtx : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MoePdlPtx, GriddepcontrolExactlyFromSm90) {
+  const std::string arch = GetParam();
+  const bool pdl = std::string(arch) == "sm_90a" || std::string(arch) == "sm_120";
+  ASSERT_EQ(arch_supports_pdl(arch), pdl);
+  std::map<std::string, cuda::KernelSpec> one_per_file;
+  for (const auto& s : kernel_specs_for_compile_only(arch)) one_per_file.emplace(s.file, s);
+  std::set<std::string> files = {"routing.cuh",         "moe_align.cuh",      "quant_fp8_amax.cuh",
+                                 "quant_fp8_group.cuh", "silu_mul.cuh",       "topk_reduce.cuh",
+                                 "moe_gemm_mma.cuh"};
+  if (arch == "sm_90a") files.insert("moe_gemm_wgmma_sm90a.cuh");
+  for (const std::string& f : files) {
+    auto it = one_per_file.find(f);
+    ASSERT_NE(it, one_per_file.end()) << f;
+    const std::string ptx = cuda::kernel_ptx(it->second);
+    ASSERT_NE(ptx.find(".entry"), std::string::npos) << it->second.name;
+    EXPECT_EQ(ptx.find("griddepcontrol.wait") != std::string::npos, pdl)
+        << it->second.name << " on " << arch;
+    EXPECT_EQ(ptx.find("griddepcontrol.launch_dependents") != std::string::npos, pdl)
+        << it->second.name << " on " << arch;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, MoePdlPtx,
+                         ::testing::Values("sm_80", "sm_89", "sm_90a", "sm_120"));
+
+TEST(MoePdlArch, FromSm90) {
+  for (const char* a : {"sm_90", "sm_90a", "sm_100a", "sm_120", "sm_121a"})
+    EXPECT_TRUE(arch_supports_pdl(a)) << a;
+  for (const char* a : {"sm_80", "sm_86", "sm_89", "", "sm_", "compute_90", "90"})
+    EXPECT_FALSE(arch_supports_pdl(a)) << a;
+}
 
 TEST(MoeStageSpecs, NamesCarryTheirParameters) {
   MoeShape s;

@@ -27,6 +27,22 @@ TEST(MoeFused, DefaultTablesAndDownFallsBackToUp) {
   EXPECT_EQ(b.up_config(50).BLOCK_SIZE_M, 64);
 }
 
+// Programmatic dependent launch: on by default where the arch has it (sm_90+), off by option,
+// never below sm_90.
+TEST(MoeFused, PdlOnByDefaultFromSm90) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  const GpuSpec& a100 = require_gpu("NVIDIA A100-SXM4-80GB");
+  EXPECT_TRUE(FusedMoeOptions{}.pdl);
+  EXPECT_TRUE(FusedMoe(deepseek("bf16"), h200).pdl());
+  FusedMoeOptions off;
+  off.pdl = false;
+  EXPECT_FALSE(FusedMoe(deepseek("bf16"), h200, {}, {}, off).pdl());
+  EXPECT_FALSE(FusedMoe(deepseek("bf16"), a100).pdl());
+  FusedMoeOptions sm89;
+  sm89.arch = "sm_89";
+  EXPECT_FALSE(FusedMoe(deepseek("bf16"), h200, {}, {}, sm89).pdl());
+}
+
 TEST(MoeFused, CheckRefusesWithTheFieldAtFault) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   const GpuSpec& a100 = require_gpu("NVIDIA A100-SXM4-80GB");

@@ -1,0 +1,174 @@
+// Programmatic dependent launch on a GPU (sm_90+; skipped below): the layer with PDL (the
+// default there) and without gives bit-identical outputs, eager and captured into a CUDA graph of
+// back-to-back calls (where consecutive calls overlap too), for every dtype, decode to prefill
+// sizes and a split-K table (its counter memset sits between two kernels). Then a short timing of
+// graph replays with and without PDL, printed for the record (not asserted: the GPU decides).
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cuda/context.hpp"
+#include "cuda/device.hpp"
+#include "cuda/driver.hpp"
+#include "moe/bench_data.hpp"
+#include "moe/check.hpp"
+#include "moe/reference.hpp"
+#include "moetune/fused_moe.hpp"
+#include "moetune/gpu_spec.hpp"
+
+namespace moetune::moe {
+namespace {
+
+const GpuSpec& local_gpu() {
+  const cuda::DeviceInfo info = cuda::query_device(0);
+  if (const GpuSpec* g = find_gpu(info.name)) return *g;
+  return require_gpu(kFallbackGpu);
+}
+
+class MoePdlGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda::gpu_available(&why)) GTEST_SKIP() << why;
+    cuda::Context::get(0);
+    const std::string arch = cuda::query_device(0).arch();
+    if (!arch_supports_pdl(arch)) GTEST_SKIP() << "PDL needs sm_90+, this GPU is " << arch;
+    int v = 0;
+    cuda::driver().cuDriverGetVersion(&v);
+    std::printf("driver %d, arch %s\n", v, arch.c_str());
+  }
+};
+
+constexpr int kCallsPerGraph = 4;
+
+// One layer call's output, from `calls` back-to-back forward()s captured into a graph and
+// replayed twice (graph = true), or eager (graph = false). The output is poisoned first.
+std::vector<std::uint16_t> run_layer(const FusedMoe& fm, const BenchData& d, bool graph,
+                                     cuda::Stream& stream) {
+  const BenchSet& b = d.sets.at(0);
+  const std::size_t n = static_cast<std::size_t>(d.M) * fm.shape().K;
+  cuda::DeviceBuffer out(n * 2);
+  out.fill_u8(0xFF);
+  auto call = [&] {
+    fm.forward(b.inputs, d.weights, reinterpret_cast<void*>(out.ptr()),
+               reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), stream);
+  };
+  if (graph) {
+    cuda::Graph g;
+    g.begin_capture(stream);
+    for (int i = 0; i < kCallsPerGraph; ++i) call();
+    g.end_capture();
+    g.launch(stream);
+    g.launch(stream);
+  } else {
+    call();
+  }
+  stream.synchronize();
+  return out.download_as<std::uint16_t>(n);
+}
+
+void expect_identical(const MoeShape& s, const ConfigTable& up, const char* label,
+                      const std::vector<std::int64_t>& batch) {
+  FusedMoeOptions off;
+  off.pdl = false;
+  FusedMoe on_moe(s, local_gpu(), up, {}), off_moe(s, local_gpu(), up, {}, off);
+  ASSERT_TRUE(on_moe.pdl());
+  ASSERT_FALSE(off_moe.pdl());
+  std::int64_t max_M = 1;
+  for (auto M : batch) max_M = std::max(max_M, M);
+  on_moe.prepare(max_M);
+  off_moe.prepare(max_M);
+  cuda::Stream stream;
+  BenchData d;
+  make_bench_weights(on_moe, 7, d);
+  for (std::int64_t M : batch) {
+    make_bench_sets(on_moe, M, 1, std::size_t(1) << 34, 1000 + M, d, stream);
+    stream.synchronize();
+    const auto ref = run_layer(off_moe, d, false, stream);
+    const auto off_graph = run_layer(off_moe, d, true, stream);
+    const auto on_eager = run_layer(on_moe, d, false, stream);
+    const auto on_graph = run_layer(on_moe, d, true, stream);
+    std::size_t poisoned = 0;
+    for (auto v : ref) poisoned += v == 0xFFFF;
+    EXPECT_LT(poisoned, ref.size() / 100 + 1) << label << " M=" << M << ": output not written";
+    EXPECT_TRUE(off_graph == ref) << label << " M=" << M << ": graph (no PDL) differs from eager";
+    EXPECT_TRUE(on_eager == ref) << label << " M=" << M << ": eager PDL differs";
+    EXPECT_TRUE(on_graph == ref) << label << " M=" << M << ": graph PDL differs";
+    std::printf("%-5s %-26s M=%-5lld %s\n",
+                (on_eager == ref && on_graph == ref && off_graph == ref) ? "ok" : "FAIL", label,
+                static_cast<long long>(M), "PDL eager/graph == no-PDL eager/graph");
+    std::fflush(stdout);
+  }
+}
+
+TEST_F(MoePdlGpu, OutputsBitIdenticalEveryDtype) {
+  for (const char* dt : {"bf16", "fp16", "fp8_block", "fp8_tensor"}) {
+    const MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, dt);
+    // 1, 8, 64: decode (bf16/fp16 fuse the activation into GEMM1); 257: the unfused path.
+    expect_identical(s, {}, dt, {1, 8, 64, 257});
+  }
+}
+
+// Split-K: launch_gemm memsets the arrival counters before each GEMM (an ordinary stream
+// dependency between two PDL kernels); the counters must be zero again after every call.
+TEST_F(MoePdlGpu, OutputsBitIdenticalSplitK) {
+  const MoeShape bf = with_dtype_variant(anchor_check_shapes()[0].shape, "bf16");
+  expect_identical(bf, ConfigTable{{1, KernelConfig{16, 64, 64, 1, 4, 3, 2}}}, "bf16 split-K 2",
+                   {1, 8, 64});
+  const MoeShape f8 = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
+  expect_identical(f8, ConfigTable{{1, KernelConfig{16, 64, 128, 1, 4, 3, 2}}},
+                   "fp8_block split-K 2", {1, 8, 64});
+}
+
+// Not a pass/fail test: graph replays of kReplayCalls back-to-back layer calls (hot: one set),
+// median per-call time with and without PDL, for the next session's record.
+TEST_F(MoePdlGpu, TimingPrint) {
+  constexpr int kReplayCalls = 50, kReplays = 30;
+  for (const char* dt : {"bf16", "fp8_block"}) {
+    const MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, dt);
+    FusedMoeOptions off;
+    off.pdl = false;
+    FusedMoe on_moe(s, local_gpu()), off_moe(s, local_gpu(), {}, {}, off);
+    on_moe.prepare(64);
+    off_moe.prepare(64);
+    cuda::Stream stream;
+    BenchData d;
+    make_bench_weights(on_moe, 7, d);
+    for (std::int64_t M : {1, 8, 64}) {
+      make_bench_sets(on_moe, M, 1, std::size_t(1) << 34, 1000 + M, d, stream);
+      stream.synchronize();
+      const BenchSet& b = d.sets.at(0);
+      double us[2];
+      for (int k = 0; k < 2; ++k) {
+        const FusedMoe& fm = k == 0 ? on_moe : off_moe;
+        cuda::Graph g;
+        g.begin_capture(stream);
+        for (int i = 0; i < kReplayCalls; ++i)
+          fm.forward(b.inputs, d.weights, reinterpret_cast<void*>(b.out.ptr()),
+                     reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), stream);
+        g.end_capture();
+        for (int w = 0; w < 3; ++w) g.launch(stream);
+        std::vector<double> t;
+        cuda::Event e0, e1;
+        for (int r = 0; r < kReplays; ++r) {
+          e0.record(stream);
+          g.launch(stream);
+          e1.record(stream);
+          e1.synchronize();
+          t.push_back(cuda::Event::elapsed_ms(e0, e1) * 1e3 / kReplayCalls);
+        }
+        std::sort(t.begin(), t.end());
+        us[k] = t[t.size() / 2];
+      }
+      std::printf("timing %-9s M=%-3lld  PDL %7.2f us  no PDL %7.2f us  ratio %.3f\n", dt,
+                  static_cast<long long>(M), us[0], us[1], us[0] / us[1]);
+      std::fflush(stdout);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace moetune::moe
