@@ -38,9 +38,11 @@ run() {
   ((rc == 0)) || return 3
 }
 
-[ -f "$work/tuned.done" ] || run tuned "$@" || { tail -n 3 "$work/tuned.stderr"; exit 3; }
+# The logs into $out as they stand (also when the deadline stops the runs).
+collect() { [ "$work" = "$out" ] || cp "$work"/*.txt "$work"/*.stdout "$work"/*.stderr "$out/" 2>/dev/null; }
+[ -f "$work/tuned.done" ] || run tuned "$@" || { collect; tail -n 3 "$work/tuned.stderr"; exit 3; }
 [ -f "$work/exhaustive.done" ] || run exhaustive --exhaustive "$@" ||
-  { echo "deadline: run again with QUALITY_WORK=$work to continue"; exit 3; }
-[ "$work" = "$out" ] || cp "$work"/*.txt "$work"/*.stdout "$work"/*.stderr "$out/"
+  { collect; echo "deadline: run again with QUALITY_WORK=$work to continue"; exit 3; }
+collect
 tar -czf "$out/runs.tar.gz" -C "$work" tuned exhaustive
 python3 "$(dirname "$0")/tune_quality.py" "$work/tuned" "$work/exhaustive" | tee "$out/quality.md"
