@@ -48,7 +48,8 @@ struct TuneOptions {
   int gpus = 1;                     // evaluators used in parallel (one per GPU)
   std::filesystem::path out_dir = ".";
   Naming naming = Naming::sglang;
-  bool exhaustive = false;          // measure every valid config (the tuner's quality check)
+  bool exhaustive = false;          // time every valid config (the tuner's quality check;
+                                    // strategies/exhaustive.cpp: screen, then refine the near-best)
   bool resume = false;              // reuse the measured records of the log in out_dir
   bool force = false;               // overwrite tables whose sidecar records another K/kernel
   bool dry_run = false;             // plan only (the CLI calls plan() and prints to_json)

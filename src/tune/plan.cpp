@@ -64,7 +64,12 @@ double estimate_stage_s(const StagePlan& p, const TuneOptions& o) {
   mean_pred /= n;
   double total = n * kCompileSPerConfig / kCompileThreads + kCheckSPerWinner;
   if (o.exhaustive) {
-    return total + n * (kSetupSPerCandidate + exhaustive_replays(o) * kCallsPerReplay * mean_pred);
+    // The screen times every config; the refine round re-times those near the best (a share
+    // guessed here, measured on the GPU: about a tenth), with the near-best's time.
+    constexpr double kRefineShareGuess = 0.1;
+    total += n * (kSetupSPerCandidate + exhaustive_screen_replays(o) * kCallsPerReplay * mean_pred);
+    return total + std::ceil(kRefineShareGuess * n) *
+                       (kSetupSPerCandidate + exhaustive_replays(o) * kCallsPerReplay * mean_pred);
   }
   // Successive halving: each round keeps a share and doubles the replays of the survivors.
   double alive = n;

@@ -100,9 +100,17 @@ struct Measured {
 // default), double the replays, stop when the best separates from the runner-up (compare()),
 // replays reach max_replays, or the budget says so.
 Measured successive_halving(const StageSearch& s, MeasureDoor& door);
-// strategies/exhaustive.cpp: every candidate, exhaustive_replays(opts) replays each.
+// strategies/exhaustive.cpp: every candidate timed with exhaustive_screen_replays(opts)
+// replays; then the default and every config within kExhaustiveRefineWithin of the screen's
+// best again with exhaustive_replays(opts) (times appended).
 Measured exhaustive(const StageSearch& s, MeasureDoor& door);
-int exhaustive_replays(const TuneOptions& o);
+int exhaustive_replays(const TuneOptions& o);         // max(2, max_replays / 2)
+int exhaustive_screen_replays(const TuneOptions& o);  // first_replays, at most the above
+inline constexpr double kExhaustiveRefineWithin = 1.10;
+// The configs the refine round re-times: the default (when it ran), then every ok config of
+// `screened` whose median is at most kExhaustiveRefineWithin x the best median, fastest first.
+std::vector<KernelConfig> exhaustive_refine_set(const Measured& screened,
+                                                const KernelConfig& default_config);
 
 // plan.cpp internals shared with the tuner.
 std::vector<int> tune_batch_sizes(const TuneOptions& o);

@@ -94,6 +94,53 @@ TEST(SuccessiveHalving, FindsTheTrueBestWithFarFewerMeasurements) {
   }
 }
 
+// The exhaustive yardstick times every config once (screen), then re-times with the full
+// replays only the default and the configs within 10% of the screen's best.
+TEST(Exhaustive, TimesEveryConfigAndRefinesOnlyThoseNearTheBest) {
+  Fixture f;
+  const KernelConfig best{16, 64, 128, 1, 4, 4, 1};     // 10 us
+  const KernelConfig near5{16, 128, 128, 1, 4, 4, 1};   // 10.5 us: refined
+  const KernelConfig near9{32, 64, 128, 1, 4, 4, 1};    // 10.9 us: refined
+  const KernelConfig far{32, 128, 128, 1, 4, 4, 1};     // 12 us: screen only
+  const KernelConfig slow_default{64, 64, 128, 1, 4, 4, 1};  // 20 us: refined (the default)
+  const KernelConfig broken{64, 128, 128, 1, 4, 4, 1};  // fails: screen only, failure kept
+  SyntheticOptions so;
+  so.noise_rel = 0;
+  so.time_s = [&](int, Stage, const KernelConfig& c) {
+    if (c == best) return 10e-6;
+    if (c == near5) return 10.5e-6;
+    if (c == near9) return 10.9e-6;
+    if (c == far) return 12e-6;
+    return 20e-6;
+  };
+  so.fail[broken] = CandidateStatus::launch_failed;
+  SyntheticEvaluator ev(so);
+  MeasureDoor door(ev, nullptr, nullptr, nullptr, Budget{});
+  const Measured m = exhaustive(
+      {64, Stage::up, {best, near5, near9, far, broken}, slow_default, &f.o}, door);
+  const int screen = exhaustive_screen_replays(f.o);
+  const int full = exhaustive_replays(f.o);
+  ASSERT_EQ(screen, 8);
+  ASSERT_EQ(full, 32);
+  EXPECT_EQ(m.rounds, 2);
+  EXPECT_FALSE(m.stopped_by_budget);
+  ASSERT_EQ(m.results.size(), 6u);
+  for (const KernelConfig& c : {best, near5, near9, slow_default}) {
+    EXPECT_EQ(m.results.at(c).times_s.size(), std::size_t(screen + full)) << c.BLOCK_SIZE_M << "x" << c.BLOCK_SIZE_N;
+  }
+  EXPECT_EQ(m.results.at(far).times_s.size(), std::size_t(screen));
+  EXPECT_EQ(m.results.at(broken).status, CandidateStatus::launch_failed);
+  EXPECT_EQ(m.ranking().front(), best);
+  // 6 screened + 4 refined evaluations; replays: 6*8 + 4*32 (the broken one counts its request).
+  EXPECT_EQ(ev.evaluations(), 10);
+  const std::vector<KernelConfig> refine = exhaustive_refine_set(m, slow_default);
+  ASSERT_EQ(refine.size(), 4u);
+  EXPECT_EQ(refine[0], slow_default);
+  EXPECT_EQ(refine[1], best);
+  EXPECT_EQ(refine[2], near5);
+  EXPECT_EQ(refine[3], near9);
+}
+
 TEST(SuccessiveHalving, StopsWhenTheBestSeparates) {
   Fixture f;
   SyntheticOptions so;
