@@ -5,10 +5,23 @@
 # Clocks are left alone (--clock-control none, METHOD.md). Writes $OUT/gemm.ncu-rep and prints
 # the per-kernel summary (speed of light, memory, warp stalls, occupancy).
 # Env: NCU_CONFIGS (default: the Qwen fp8 M=4096 defaults and the warp-specialized 128x128 w8),
-#      NCU_M (default 4096), NCU_SHAPES (default qwen3.5-tp4-fp8b), NCU_COUNT (kernels, default 6).
+#      NCU_M (default 4096), NCU_SHAPES (default qwen3.5-tp4-fp8b), NCU_COUNT (kernels, default 6),
+#      NCU_IMPORT (a .ncu-rep already taken, e.g. bench/results/2026-11-30_h200_ncu/: print it,
+#      profile nothing; this machine has no ncu to read one).
+# The whole details page goes to $OUT/details.txt; the summary printed last keeps the lines that
+# say what limits the kernel (throughputs, occupancy, warp stall reasons).
 set -uo pipefail
 out=${OUT:-$PWD/ncu_out}
 mkdir -p "$out"
+summary() {  # summary REPORT
+  ncu --import "$1" --page details --print-units base --print-details all >"$out/details.txt" 2>&1
+  grep -E "moe_gemm|Duration|Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|Warp Cycles Per|Issue Slot|Issued Ipc|Block Size|Dynamic Shared|Waves Per SM|Bank Conflicts|L2 Hit|L1/TEX Hit" \
+    "$out/details.txt" | head -200
+}
+if [ -n "${NCU_IMPORT:-}" ]; then
+  summary "$NCU_IMPORT"
+  exit
+fi
 export MOETUNE_CACHE_DIR=${MOETUNE_CACHE_DIR:-/tmp/moetune-cache}
 export MOETUNE_GEMM_BENCH_OUT=/tmp/ncu_bench MOETUNE_GEMM_BENCH_M=${NCU_M:-4096}
 export MOETUNE_GEMM_BENCH_SHAPES=${NCU_SHAPES:-qwen3.5-tp4-fp8b}
@@ -20,8 +33,7 @@ cp /tmp/ncu_bench/gemm_speed.jsonl "$out/" 2>/dev/null
 ncu --clock-control none -k regex:moe_gemm --launch-count "${NCU_COUNT:-6}" \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
   --section SchedulerStats --section Occupancy --section LaunchStats \
+  --section SourceCounters --section MemoryWorkloadAnalysis_Tables \
   -f -o "$out/gemm" .devbin/test_gemm_speed --gtest_filter='GemmSpeed.*' >"$out/ncu.log" 2>&1
 echo "ncu exit $?"
-ncu --import "$out/gemm.ncu-rep" --page details --print-units base 2>&1 |
-  grep -E "moe_gemm|Duration|Throughput|Memory Throughput|DRAM Throughput|L2 Cache Throughput|Registers Per|Achieved Occupancy|Stall|Issue Slot|Block Size|Dynamic Shared" |
-  head -120
+summary "$out/gemm.ncu-rep"

@@ -15,6 +15,7 @@
 
 #include "moetune/gpu_spec.hpp"
 #include "moetune/model.hpp"
+#include "cuda/driver.hpp"
 #include "moetune/tuner.hpp"
 #include "tune/evaluator.hpp"
 #include "tune/gpu_evaluator.hpp"
@@ -40,6 +41,8 @@ nlohmann::json read_json(const fs::path& p) {
 }
 
 TEST(TuneGpu, TinySweepWritesTablesSidecarsReportAndCheckedWinners) {
+  std::string why;
+  if (!cuda::gpu_available(&why)) GTEST_SKIP() << why;
   const std::string bin = worker_binary();
   ASSERT_FALSE(bin.empty()) << "set MOETUNE_BIN to the moetune binary";
   ModelOptions mo;
