@@ -2,13 +2,13 @@
 # On a device machine (repository root, .devbin from bench/scripts/gemm_build_devbin.sh): Nsight
 # Compute counters of a few grouped-GEMM instances, to see what limits the fp8 GEMMs at large M
 # (bench/results/2026-11-30_h200_gemm_ws.md: GEMM1's time hardly moves with tile or stage count).
-# Clocks are left alone (--clock-control none, METHOD.md). Writes $OUT/gemm.ncu-rep and prints
+# Clocks are left alone (--clock-control none, METHOD.md). Writes $OUT/gemm_<i>.ncu-rep and prints
 # the per-kernel summary (speed of light, memory, warp stalls, occupancy).
 # Env: NCU_CONFIGS (default: the Qwen fp8 M=4096 defaults and the warp-specialized 128x128 w8),
-#      NCU_M (default 4096), NCU_SHAPES (default qwen3.5-tp4-fp8b), NCU_COUNT (kernels, default 6),
+#      NCU_M (default 4096), NCU_SHAPES (default qwen3.5-tp4-fp8b),
 #      NCU_IMPORT (a .ncu-rep already taken, e.g. bench/results/2026-11-30_h200_ncu/: print it,
 #      profile nothing; this machine has no ncu to read one).
-# The whole details page goes to $OUT/details.txt; the summary printed last keeps the lines that
+# Each report's whole details page goes to $OUT/gemm_<i>.txt; the summary printed last keeps the lines that
 # say what limits the kernel (throughputs, occupancy, warp stall reasons).
 set -uo pipefail
 out=${OUT:-$PWD/ncu_out}
@@ -30,10 +30,20 @@ mkdir -p /tmp/ncu_bench
 # Compile and time once without the profiler (fills the JIT cache; the timings land in $out).
 .devbin/test_gemm_speed --gtest_filter='GemmSpeed.*' >"$out/speed.log" 2>&1
 cp /tmp/ncu_bench/gemm_speed.jsonl "$out/" 2>/dev/null
-ncu --clock-control none -k regex:moe_gemm --launch-count "${NCU_COUNT:-6}" \
-  --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
-  --section SchedulerStats --section Occupancy --section LaunchStats \
-  --section SourceCounters --section MemoryWorkloadAnalysis_Tables \
-  -f -o "$out/gemm" .devbin/test_gemm_speed --gtest_filter='GemmSpeed.*' >"$out/ncu.log" 2>&1
-echo "ncu exit $?"
-summary "$out/gemm.ncu-rep"
+# One profiled process per config and GEMM (a single run would give --launch-count to the first
+# config's launches only): the kernel is matched on its demangled name, whose first template
+# argument is the stage (0 up, 1 down); --launch-skip passes the eager probe's launch.
+i=0
+for cfg in ${MOETUNE_GEMM_BENCH_CONFIGS//,/ }; do
+  for stage in 0 1; do
+    MOETUNE_GEMM_BENCH_CONFIGS=$cfg ncu --clock-control none --kernel-name-base demangled \
+      -k "regex:moe_gemm\\w*<${stage}," --launch-skip 1 --launch-count 1 \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
+      --section SchedulerStats --section Occupancy --section LaunchStats \
+      --section SourceCounters --section MemoryWorkloadAnalysis_Tables \
+      -f -o "$out/gemm_$i" .devbin/test_gemm_speed --gtest_filter='GemmSpeed.*' >>"$out/ncu.log" 2>&1
+    echo "ncu $cfg stage $stage: exit $?"
+    i=$((i + 1))
+  done
+done
+for r in "$out"/gemm_*.ncu-rep; do summary "$r"; cp "$out/details.txt" "${r%.ncu-rep}.txt"; done
