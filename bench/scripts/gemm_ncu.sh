@@ -6,8 +6,8 @@
 # the per-kernel summary (speed of light, memory, warp stalls, occupancy).
 # Env: NCU_CONFIGS (default: the Qwen fp8 M=4096 defaults and the warp-specialized 128x128 w8),
 #      NCU_M (default 4096), NCU_SHAPES (default qwen3.5-tp4-fp8b),
-#      NCU_IMPORT (a .ncu-rep already taken, e.g. bench/results/2026-11-30_h200_ncu/: print it,
-#      profile nothing; this machine has no ncu to read one).
+#      NCU_IMPORT (a .ncu-rep already taken, e.g. bench/results/2026-11-30_h200_ncu/gemm.ncu-rep:
+#      print it, profile nothing; the CPU machine has no ncu to read one).
 # Each report's whole details page goes to $OUT/gemm_<i>.txt; the summary printed last keeps the lines that
 # say what limits the kernel (throughputs, occupancy, warp stall reasons).
 set -uo pipefail
