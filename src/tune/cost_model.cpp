@@ -131,9 +131,11 @@ double stage_floor_s(const MoeShape& shape, const GpuSpec& gpu, int M, Stage sta
   return std::max(bytes / gpu.mem_bandwidth_Bps, flops / peak);
 }
 
-double candidate_cost_s(double predicted_s, int replays) {
-  return kCompileSPerConfig / kCompileThreads + kSetupSPerCandidate +
-         double(replays) * kCallsPerReplay * predicted_s;
+double measurement_s(double call_s, int replays) {
+  const double t = std::max(call_s, 1e-7);
+  const double R = std::min(1024.0, std::max(16.0, std::ceil(200e-6 / t / 16.0) * 16.0));
+  return (32.0 + 2.0 * R) * t + std::max(0.02, 3.0 * R * t) + double(replays) * R * t +
+         kOverheadSPerMeasurement;
 }
 
 }  // namespace moetune::tune

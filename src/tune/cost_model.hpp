@@ -50,13 +50,17 @@ double stage_floor_s(const MoeShape& shape, const GpuSpec& gpu, int M, Stage sta
 // decides whether GROUP_SIZE_M can matter.
 double max_tokens_per_expert(const MoeShape& shape, int M);
 
-// Sweep cost estimates (seconds) for the plan.
-inline constexpr double kCompileSPerConfig = 1.2;   // NVRTC, one variant
-inline constexpr int kCompileThreads = 4;           // compiles run beside measurement
-inline constexpr double kSetupSPerCandidate = 0.02; // graph capture, buffers, sync
-inline constexpr int kCallsPerReplay = 16;          // one graph replay = 16 calls (rotation)
-inline constexpr double kCheckSPerWinner = 0.5;     // fp64 reference check
-// Compile + measure cost of one candidate measured with `replays` replays.
-double candidate_cost_s(double predicted_s, int replays);
+// Sweep cost estimates (seconds) for the plan, fitted to H200 sweeps of the default model
+// (bench/results/2026-11-30_h200_tune_sweep.md: 2,364 measurements in 170 s warm; cold 82 s
+// more for 591 kernels on 16 cores).
+inline constexpr double kCompileSPerConfig = 1.2;  // NVRTC CPU time, one kernel
+inline constexpr int kCompileThreads = 8;          // beside measurement (16 cores, 2 per compile)
+inline constexpr double kCheckSPerWinner = 0.5;    // fp64 reference check
+inline constexpr double kOverheadSPerMeasurement = 0.012;  // request, module, capture, syncs
+// Wall time of one measurement of a kernel taking `call_s` per call with `replays` timed
+// replays, following bench::measure: R = calls per replay (at least 16, at least 200 µs of work,
+// a multiple of 16, at most 1024); two eager probe passes of 16 calls and two first replays; a
+// warm-up of max(3 replays, 20 ms); the timed replays; kOverheadSPerMeasurement.
+double measurement_s(double call_s, int replays);
 
 }  // namespace moetune::tune

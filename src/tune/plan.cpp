@@ -56,25 +56,33 @@ StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage, std::optional<
   return plan_stage(opts, M, stage, up_block_m, {});
 }
 
-double estimate_stage_s(const StagePlan& p, const TuneOptions& o) {
+double estimate_stage_s(const StagePlan& p, const TuneOptions& o,
+                        std::set<std::pair<int, KernelConfig>>* compiled) {
   const double n = double(p.candidates.size());
   if (n == 0) return 0;
   double mean_pred = 0;
   for (double t : p.predicted_s) mean_pred += t;
   mean_pred /= n;
-  double total = n * kCompileSPerConfig / kCompileThreads + kCheckSPerWinner;
+  // A kernel compiles once per sweep (the JIT cache): count only configs new to `compiled`.
+  double new_kernels = n;
+  if (compiled != nullptr) {
+    new_kernels = 0;
+    for (const KernelConfig& c : p.candidates)
+      new_kernels += compiled->insert({static_cast<int>(p.stage), c}).second ? 1 : 0;
+  }
+  double total = new_kernels * kCompileSPerConfig / kCompileThreads + kCheckSPerWinner;
   if (o.exhaustive) {
     // The screen times every config; the refine round re-times those near the best (a share
     // guessed here, measured on the GPU: about a tenth), with the near-best's time.
     constexpr double kRefineShareGuess = 0.1;
-    total += n * (kSetupSPerCandidate + exhaustive_screen_replays(o) * kCallsPerReplay * mean_pred);
+    total += n * measurement_s(mean_pred, exhaustive_screen_replays(o));
     return total + std::ceil(kRefineShareGuess * n) *
-                       (kSetupSPerCandidate + exhaustive_replays(o) * kCallsPerReplay * mean_pred);
+                       measurement_s(p.predicted_s.front(), exhaustive_replays(o));
   }
   // Successive halving: each round keeps a share and doubles the replays of the survivors.
   double alive = n;
   for (int replays = o.first_replays; alive >= 2 && replays <= o.max_replays; replays *= 2) {
-    total += alive * (kSetupSPerCandidate + replays * kCallsPerReplay * mean_pred);
+    total += alive * measurement_s(mean_pred, replays);
     alive = std::ceil(alive * o.halving_keep);
   }
   return total;
@@ -85,6 +93,7 @@ TunePlan plan(const TuneOptions& opts) {
   p.shape = opts.shape_json.is_null() ? nlohmann::json(shape_json(opts.shape, device_of(opts)))
                                       : opts.shape_json;
   p.batch = batch_of(opts);
+  std::set<std::pair<int, KernelConfig>> compiled;  // (stage, config) kernels counted so far
   for (int M : p.batch) {
     PlanRow row;
     row.M = M;
@@ -100,7 +109,8 @@ TunePlan plan(const TuneOptions& opts) {
     for (const StagePlan* s : {&row.up, &row.down}) {
       for (const auto& [reason, count] : s->pruned) row.pruned[reason] += count;
     }
-    row.estimated_s = estimate_stage_s(row.up, opts) + estimate_stage_s(row.down, opts);
+    row.estimated_s =
+        estimate_stage_s(row.up, opts, &compiled) + estimate_stage_s(row.down, opts, &compiled);
     p.estimated_seconds += row.estimated_s;
     p.rows.push_back(std::move(row));
   }

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -118,7 +119,10 @@ std::vector<int> tune_batch_sizes(const TuneOptions& o);
 KernelConfig default_config(const TuneOptions& o, int M, Stage stage);
 StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage, std::optional<int> up_block_m,
                      const std::vector<KernelConfig>& seeds);
-double estimate_stage_s(const StagePlan& p, const TuneOptions& o);
+// Seconds to tune one stage at one M: compiles (of the configs not yet in `compiled`, which it
+// extends; nullptr counts them all), measurements per cost_model's measurement_s, the check.
+double estimate_stage_s(const StagePlan& p, const TuneOptions& o,
+                        std::set<std::pair<int, KernelConfig>>* compiled = nullptr);
 
 // Configs per evaluate() call: the budget is checked between chunks.
 inline constexpr int kChunk = 8;

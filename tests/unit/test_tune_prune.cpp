@@ -276,5 +276,37 @@ TEST(Plan, DefaultBatchSizesAndBudgetCap) {
   EXPECT_LE(plan(o).estimated_seconds, 30.0);
 }
 
+// The measurement model follows bench::measure: 10 µs calls -> R = 32 calls per replay; probes
+// (32 + 2R calls), a 20 ms warm-up floor, 8 timed replays of R calls, the fixed overhead.
+TEST(Plan, MeasurementTimeFollowsTheMeasureProtocol) {
+  const double t = 10e-6;
+  EXPECT_NEAR(measurement_s(t, 8), (32 + 64) * t + 0.02 + 8 * 32 * t + kOverheadSPerMeasurement,
+              1e-12);
+  // 1 ms calls: R = 16 (the minimum), the warm-up is 3 replays (48 ms > 20 ms).
+  EXPECT_NEAR(measurement_s(1e-3, 8), (32 + 32) * 1e-3 + 48e-3 + 8 * 16e-3 + kOverheadSPerMeasurement,
+              1e-12);
+}
+
+// A kernel compiles once per sweep: the same stage plan at a second M adds no compile time.
+TEST(Plan, EachKernelCompilesOncePerSweep) {
+  const TuneOptions o = options(qwen_tp4(true), "H200", {64});
+  const StagePlan p = plan_stage(o, 64, Stage::up, std::nullopt);
+  std::set<std::pair<int, KernelConfig>> compiled;
+  const double first = estimate_stage_s(p, o, &compiled);
+  const double again = estimate_stage_s(p, o, &compiled);
+  EXPECT_NEAR(first - again, double(p.candidates.size()) * kCompileSPerConfig / kCompileThreads,
+              1e-9);
+  EXPECT_DOUBLE_EQ(estimate_stage_s(p, o), first);  // no set: every config compiles
+}
+
+// Calibration guard: the default sweep of the default model measured 254.6 s on one H200 from a
+// cold cache (bench/results/2026-11-30_h200_tune_sweep.md); the plan says so within 40%.
+TEST(Plan, DefaultSweepEstimateMatchesTheMeasuredH200Sweep) {
+  const TuneOptions o = options(qwen_tp4(true), "H200", {});
+  const double est = plan(o).estimated_seconds;
+  EXPECT_GT(est, 254.6 / 1.4);
+  EXPECT_LT(est, 254.6 * 1.4);
+}
+
 }  // namespace
 }  // namespace moetune::tune
