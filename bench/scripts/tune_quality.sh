@@ -11,7 +11,8 @@
 # Env: OUT (default ./tune_quality_out: quality.md and the logs land there), MOETUNE_BIN,
 #      QUALITY_BATCH (default 1,64,1024), QUALITY_WORK (default $OUT), QUALITY_DEADLINE_S
 #      (stop the tune runs after this many seconds, SIGTERM: they write what is finished).
-# Exit: tune_quality.py's (0 all within the limit, 1 one above), 3 when the deadline came first.
+# Exit: tune_quality.py's (0 all within the limit, 1 one above), 3 when the deadline came first,
+#       a tune run's own exit status when it failed otherwise.
 set -uo pipefail
 bin=${MOETUNE_BIN:-.devbin/moetune}
 out=${OUT:-$PWD/tune_quality_out}
@@ -35,14 +36,21 @@ run() {
   local rc=$?
   echo "$name: exit $rc after $(($(date +%s) - t0)) s${resume:+ (resumed)}" | tee -a "$work/runs.txt"
   ((rc == 0)) && touch "$work/$name.done"
-  ((rc == 0)) || return 3
+  ((rc == 124 || rc == 137)) && return 3  # the deadline (timeout's TERM, then KILL)
+  return "$rc"
 }
 
 # The logs into $out as they stand (also when the deadline stops the runs).
 collect() { [ "$work" = "$out" ] || cp "$work"/*.txt "$work"/*.stdout "$work"/*.stderr "$out/" 2>/dev/null; }
-[ -f "$work/tuned.done" ] || run tuned "$@" || { collect; tail -n 3 "$work/tuned.stderr"; exit 3; }
-[ -f "$work/exhaustive.done" ] || run exhaustive --exhaustive "$@" ||
-  { collect; echo "deadline: run again with QUALITY_WORK=$work to continue"; exit 3; }
+# stopped NAME RC: the deadline (3) asks for another call; any other failure is reported as is.
+stopped() {
+  collect
+  if (($2 == 3)); then echo "deadline: run again with QUALITY_WORK=$work to continue"
+  else echo "$1 failed (exit $2):"; tail -n 3 "$work/$1.stderr"; fi
+  exit "$2"
+}
+if [ ! -f "$work/tuned.done" ]; then run tuned "$@" || stopped tuned $?; fi
+if [ ! -f "$work/exhaustive.done" ]; then run exhaustive --exhaustive "$@" || stopped exhaustive $?; fi
 collect
 tar -czf "$out/runs.tar.gz" -C "$work" tuned exhaustive
 python3 "$(dirname "$0")/tune_quality.py" "$work/tuned" "$work/exhaustive" | tee "$out/quality.md"

@@ -283,7 +283,7 @@ Commands register_tune(CLI::App& app, const GlobalOptions& g) {
       ->type_name("STYLE");
   o->seed_opt = sub->add_option("--seed", o->seed, "random seed")->type_name("N");
   sub->add_flag("--dry-run", o->dry_run, "plan only: space, pruning, candidates, time (no GPU)");
-  sub->add_flag("--exhaustive", o->exhaustive, "time every valid config (8 replays; the default and those within 10% of the best 32 more): the tuner's quality check");
+  sub->add_flag("--exhaustive", o->exhaustive, "time every valid config (first-round replays; the default and those within 10% of the best: half the finalists' replays more): the tuner's quality check");
   sub->add_flag("--resume", o->resume,
                 "continue an interrupted run: reuse the measurements of the log in --out "
                 "(Ctrl-C or SIGTERM ends a run after the measurement in flight, writes the "

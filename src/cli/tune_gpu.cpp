@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -43,30 +42,19 @@ tune::TuneResult run_tune_on_gpus(tune::TuneOptions& t, tune::ProgressSink& prog
   tune::GpuEvaluatorOptions eo;
   eo.seed = t.seed;
   const std::vector<std::string> worker_argv = {"/proc/self/exe", "worker"};
+  // Like make_gpu_pool (worker g pins the g-th GPU of CUDA_VISIBLE_DEVICES, or GPU g), plus: the
+  // workers share the cores for compiling (MOETUNE_COMPILE_THREADS, read by
+  // moe::GemmWorkerBackend).
   const char* visible_env = std::getenv("CUDA_VISIBLE_DEVICES");
-  const bool listed_env = visible_env != nullptr && *visible_env != '\0';
-  if (!listed_env && t.gpus == 1) {
-    tune::EvaluatorPool pool = tune::make_gpu_pool(t.shape, t.gpus, worker_argv, eo);
-    return tune::run_tune(t, pool, progress);
-  }
-  // Like make_gpu_pool, plus: under CUDA_VISIBLE_DEVICES=2,3 worker g sees the g-th listed
-  // device (not device g), and the workers share the cores for compiling
-  // (MOETUNE_COMPILE_THREADS, read by moe::GemmWorkerBackend).
-  std::vector<std::string> listed;
-  for (std::string_view rest = listed_env ? visible_env : ""; !rest.empty();) {
-    const std::size_t comma = rest.find(',');
-    listed.emplace_back(rest.substr(0, comma));
-    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
-  }
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = std::to_string(std::max(2u, cores / static_cast<unsigned>(t.gpus)));
   tune::EvaluatorPool pool;
   for (int g = 0; g < t.gpus; ++g) {
     tune::WorkerOptions w;
     w.argv = worker_argv;
-    w.env["CUDA_VISIBLE_DEVICES"] =
-        g < static_cast<int>(listed.size()) ? listed[g] : std::to_string(g);
-    if (std::getenv("MOETUNE_COMPILE_THREADS") == nullptr) w.env["MOETUNE_COMPILE_THREADS"] = threads;
+    w.env["CUDA_VISIBLE_DEVICES"] = tune::worker_visible_device(g, visible_env);
+    if (t.gpus > 1 && std::getenv("MOETUNE_COMPILE_THREADS") == nullptr)
+      w.env["MOETUNE_COMPILE_THREADS"] = threads;
     pool.add(std::make_unique<tune::GpuEvaluator>(t.shape, w, eo));
   }
   return tune::run_tune(t, pool, progress);

@@ -72,11 +72,12 @@ double estimate_stage_s(const StagePlan& p, const TuneOptions& o,
   }
   double total = new_kernels * kCompileSPerConfig / kCompileThreads + kCheckSPerWinner;
   if (o.exhaustive) {
-    // The screen times every config; the refine round re-times those near the best (a share
-    // guessed here, measured on the GPU: about a tenth), with the near-best's time.
-    constexpr double kRefineShareGuess = 0.1;
+    // The screen times every config; the refine round re-times the default and those within
+    // 10% of the best, at about the best's time: 27-71 of 3,456 GEMM1 configs (1-2%) and 62 of
+    // 400 GEMM2 configs (15%) in the H200 run of bench/results/2026-11-30_h200_tune_quality.md.
+    constexpr double kRefineShareGuess = 0.05;
     total += n * measurement_s(mean_pred, exhaustive_screen_replays(o));
-    return total + std::ceil(kRefineShareGuess * n) *
+    return total + (1 + std::ceil(kRefineShareGuess * n)) *
                        measurement_s(p.predicted_s.front(), exhaustive_replays(o));
   }
   // Successive halving: each round keeps a share and doubles the replays of the survivors.

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <chrono>
@@ -304,7 +305,7 @@ std::string worker_visible_device(int g, const char* parent_visible) {
       ids.push_back(id);
       id.clear();
       if (*p == '\0') break;
-    } else if (*p != ' ') {
+    } else if (!std::isspace(static_cast<unsigned char>(*p))) {
       id += *p;
     }
   }

@@ -197,6 +197,7 @@ TEST(WorkerPool, AWorkerGetsTheGthOfTheParentsVisibleDevices) {
   EXPECT_EQ(worker_visible_device(1, ""), "1");
   EXPECT_EQ(worker_visible_device(0, "2,3"), "2");
   EXPECT_EQ(worker_visible_device(1, "2, 3"), "3");
+  EXPECT_EQ(worker_visible_device(1, "2,\t3 \n"), "3");
   EXPECT_EQ(worker_visible_device(0, "GPU-8a1b"), "GPU-8a1b");
   EXPECT_THROW(worker_visible_device(2, "2,3"), InputError);
   EXPECT_THROW(worker_visible_device(1, "2,,3"), InputError);

@@ -6,10 +6,11 @@
 //   appended).
 // A config more than 10% slower than the best after 8 replays (each sample a CUDA-graph replay
 // of R calls; their spread is well under 1% on an H200) cannot be the best nor within the 3%
-// quality bar of it, so giving it 32 replays more only spent GPU time: on an H200 the old
-// single round of 32 replays for every config took about 35 minutes of two GPUs for three
-// batch sizes of the default model, mostly timing the slowest configs (the median candidate at
-// M=1024 runs 2.4x the best). Stops only for the budget, between chunks.
+// quality bar of it, so giving it 32 replays more only spent GPU time: on two H200s the old
+// single round of 32 replays for every config ran 18 minutes on three batch sizes of the default
+// model without finishing (GEMM2 at M=64 and 1024 not reached), mostly timing the slowest
+// configs (the median candidate at M=1024 runs 2.4x the best). Stops only for the budget,
+// between chunks.
 #include <algorithm>
 #include <cmath>
 #include <limits>
