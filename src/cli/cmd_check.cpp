@@ -134,7 +134,7 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
                                    "configs per case: the default plus N-1 random valid ones "
                                    "(default 2)")
                        ->type_name("N");
-  o->seed_opt = sub->add_option("--seed", o->seed, "random seed (default: fresh)")->type_name("N");
+  o->seed_opt = sub->add_option("--seed", o->seed, "random seed, a positive integer (default: fresh)")->type_name("N");
   sub->add_flag("--layer-only", o->layer_only, "check the whole layer only, not each stage");
   sub->add_flag("--verbose", o->verbose, "print every check, not only layers and failures");
   return {{sub, [&g, o] { return run_check_command(g, *o); }}};

@@ -126,13 +126,17 @@ int run_dry(const GlobalOptions& g, tune::TuneOptions& t) {
   fmt::print("tune plan (dry run, nothing measured): {} on {}\n", shape_title(t.shape), t.gpu.name);
   fmt::print("tables: {}\n",
              (t.out_dir / config_file_name(t.shape, t.gpu.name, t.naming)).string());
-  fmt::print("{:>6}  {:>7}  {:>10}  {:>9}  {}\n", "M", "space", "candidates", "est", "pruned");
+  // The M column widens for batch sizes past 6 digits (e.g. a 10,000,000-token plan).
+  std::size_t wm = 6;
+  for (const tune::PlanRow& r : p.rows) wm = std::max(wm, std::to_string(r.M).size());
+  fmt::print("{:>{}}  {:>7}  {:>10}  {:>9}  {}\n", "M", wm, "space", "candidates", "est", "pruned");
   for (const tune::PlanRow& r : p.rows) {
-    fmt::print("{:>6}  {:>7}  {:>10}  {:>9}  {}\n", r.M, r.space, r.candidates,
+    fmt::print("{:>{}}  {:>7}  {:>10}  {:>9}  {}\n", r.M, wm, r.space, r.candidates,
                duration_text(r.estimated_s), pruned_text(r.pruned));
   }
-  fmt::print("estimated: {} for {} batch sizes on {} GPU(s){}\n",
-             duration_text(p.estimated_seconds), p.batch.size(), t.gpus,
+  fmt::print("estimated: {} for {} batch size{} on {} GPU(s){}\n",
+             duration_text(p.estimated_seconds), p.batch.size(), p.batch.size() == 1 ? "" : "s",
+             t.gpus,
              t.budget_s > 0 ? fmt::format(" (budget {})", duration_text(t.budget_s)) : "");
   return 0;
 }
@@ -281,7 +285,7 @@ Commands register_tune(CLI::App& app, const GlobalOptions& g) {
       ->type_name("DIR");
   sub->add_option("--naming", o->naming, "table file names: sglang (default) or vllm")
       ->type_name("STYLE");
-  o->seed_opt = sub->add_option("--seed", o->seed, "random seed")->type_name("N");
+  o->seed_opt = sub->add_option("--seed", o->seed, "random seed, a positive integer")->type_name("N");
   sub->add_flag("--dry-run", o->dry_run, "plan only: space, pruning, candidates, time (no GPU)");
   sub->add_flag("--exhaustive", o->exhaustive, "time every valid config (first-round replays; the default and those within 10% of the best: half the finalists' replays more): the tuner's quality check");
   sub->add_flag("--resume", o->resume,

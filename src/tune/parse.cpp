@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -104,8 +105,16 @@ std::vector<int> parse_batch_list(std::string_view text) {
   for (std::string_view part : split(text, ',')) {
     const std::optional<int> v = positive_int(part);
     if (!v) {
-      throw InputError("batch", value,
-                       fmt::format("\"{}\" is not a positive integer batch size", trim(part)));
+      // The same three answers as the other commands' --batch (cli::parse_positive_int).
+      const std::string_view t = trim(part);
+      long long n = 0;
+      const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+      const bool integer = !t.empty() && t.front() != '+' && end == t.data() + t.size() &&
+                           (ec == std::errc() || ec == std::errc::result_out_of_range);
+      const char* why = !integer                                   ? "expected a positive integer"
+                        : ec == std::errc::result_out_of_range || n > INT_MAX ? "out of range"
+                                                                   : "must be at least 1";
+      throw InputError("batch", value, fmt::format("\"{}\": {}", t, why));
     }
     out.push_back(*v);
   }

@@ -34,6 +34,23 @@ TEST(ParseBatchList, SortedUnique) {
   }
 }
 
+// The same three answers as every other command's --batch: which item, and why.
+TEST(ParseBatchList, SaysWhichItemAndWhy) {
+  auto why = [](const char* text) {
+    try {
+      parse_batch_list(text);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(why("8,0").find("\"0\": must be at least 1"), std::string::npos) << why("8,0");
+  EXPECT_NE(why("-3").find("\"-3\": must be at least 1"), std::string::npos) << why("-3");
+  EXPECT_NE(why("1,abc").find("\"abc\": expected a positive integer"), std::string::npos);
+  EXPECT_NE(why("99999999999999999999").find("out of range"), std::string::npos);
+  EXPECT_NE(why("3000000000").find("out of range"), std::string::npos) << why("3000000000");
+}
+
 TEST(ServingBatchSizes, PowersOfTwoAndEndpointsTimesTokensPerStep) {
   EXPECT_EQ(serving_batch_sizes("concurrency=1..64,spec=3"),
             (std::vector<int>{4, 8, 16, 32, 64, 128, 256}));
