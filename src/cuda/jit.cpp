@@ -80,7 +80,9 @@ std::string KernelSpec::generated_source() const {
   return s;
 }
 
-std::string kernel_ptx(const KernelSpec& spec) {
+namespace {
+// The NVRTC program of one kernel instance (its generated source and the embedded headers).
+NvrtcProgram nvrtc_program(const KernelSpec& spec) {
   NvrtcProgram prog;
   prog.name = (spec.name.empty() ? "moetune_kernel" : spec.name) + ".cu";
   prog.source = spec.generated_source();
@@ -88,6 +90,12 @@ std::string kernel_ptx(const KernelSpec& spec) {
   prog.name_expressions = {spec.name_expression()};
   prog.arch = spec.arch;
   prog.options = spec.options;
+  return prog;
+}
+}  // namespace
+
+std::string kernel_ptx(const KernelSpec& spec) {
+  NvrtcProgram prog = nvrtc_program(spec);
   prog.want_ptx = true;
   NvrtcResult r = nvrtc_compile(prog);
   if (!r.ok) {
@@ -259,13 +267,7 @@ CompiledKernel Jit::compile(const KernelSpec& spec) {
       std::lock_guard lock(state_->mu);
       ++state_->stats.disk_hits;
     } else {
-      NvrtcProgram prog;
-      prog.name = (spec.name.empty() ? "moetune_kernel" : spec.name) + ".cu";
-      prog.source = spec.generated_source();
-      prog.headers = embedded_headers();
-      prog.name_expressions = {spec.name_expression()};
-      prog.arch = spec.arch;
-      prog.options = spec.options;
+      NvrtcProgram prog = nvrtc_program(spec);
       NvrtcResult r = nvrtc_compile(prog);
       {
         std::lock_guard lock(state_->mu);

@@ -24,14 +24,26 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// A plain positive decimal int (no sign, no spaces inside); nullopt otherwise.
-std::optional<int> positive_int(std::string_view s) {
+// A plain positive decimal int (no sign, no spaces inside), or why not: the same three answers
+// as the other commands' --batch (cli::parse_positive_int).
+struct PositiveInt {
+  int value = 0;
+  const char* problem = nullptr;  // nullptr: value is good
+};
+PositiveInt read_positive_int(std::string_view s) {
   s = trim(s);
-  if (s.empty() || s.front() == '+' || s.front() == '-') return std::nullopt;
-  int v = 0;
+  long long v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v <= 0) return std::nullopt;
-  return v;
+  if (s.empty() || s.front() == '+' || end != s.data() + s.size() ||
+      (ec != std::errc() && ec != std::errc::result_out_of_range))
+    return {0, "expected a positive integer"};
+  if (ec == std::errc::result_out_of_range || v > INT_MAX) return {0, "out of range"};
+  if (v < 1) return {0, "must be at least 1"};
+  return {static_cast<int>(v), nullptr};
+}
+std::optional<int> positive_int(std::string_view s) {
+  const PositiveInt p = read_positive_int(s);
+  return p.problem == nullptr ? std::optional<int>(p.value) : std::nullopt;
 }
 
 std::vector<std::string_view> split(std::string_view s, char sep) {
@@ -103,20 +115,10 @@ std::vector<int> parse_batch_list(std::string_view text) {
   const std::string value(text);
   std::vector<int> out;
   for (std::string_view part : split(text, ',')) {
-    const std::optional<int> v = positive_int(part);
-    if (!v) {
-      // The same three answers as the other commands' --batch (cli::parse_positive_int).
-      const std::string_view t = trim(part);
-      long long n = 0;
-      const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
-      const bool integer = !t.empty() && t.front() != '+' && end == t.data() + t.size() &&
-                           (ec == std::errc() || ec == std::errc::result_out_of_range);
-      const char* why = !integer                                   ? "expected a positive integer"
-                        : ec == std::errc::result_out_of_range || n > INT_MAX ? "out of range"
-                                                                   : "must be at least 1";
-      throw InputError("batch", value, fmt::format("\"{}\": {}", t, why));
-    }
-    out.push_back(*v);
+    const PositiveInt v = read_positive_int(part);
+    if (v.problem != nullptr)
+      throw InputError("batch", value, fmt::format("\"{}\": {}", trim(part), v.problem));
+    out.push_back(v.value);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

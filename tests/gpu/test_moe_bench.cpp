@@ -12,6 +12,8 @@
 #include "moe/check.hpp"
 #include "moe/profile.hpp"
 
+#include "test_moe_common.hpp"
+
 namespace moetune::moe {
 namespace {
 
@@ -22,11 +24,7 @@ std::vector<std::string> split(const char* env, const char* fallback) {
   return v;
 }
 
-const GpuSpec& local_gpu() {
-  const cuda::DeviceInfo info = cuda::query_device(0);
-  if (const GpuSpec* g = find_gpu(info.name)) return *g;
-  return require_gpu(kFallbackGpu);
-}
+using moetune::moe::testing::local_gpu;
 
 class MoeBenchGpu : public ::testing::Test {
  protected:

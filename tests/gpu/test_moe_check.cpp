@@ -16,14 +16,12 @@
 #include "moetune/fused_moe.hpp"
 #include "moetune/gpu_spec.hpp"
 
+#include "test_moe_common.hpp"
+
 namespace moetune::moe {
 namespace {
 
-const GpuSpec& local_gpu() {
-  const cuda::DeviceInfo info = cuda::query_device(0);
-  if (const GpuSpec* g = find_gpu(info.name)) return *g;
-  return require_gpu(kFallbackGpu);
-}
+using moetune::moe::testing::local_gpu;
 
 CheckOptions options_from_env() {
   CheckOptions o;
