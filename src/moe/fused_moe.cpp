@@ -331,7 +331,12 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
     a.workspace = bytes > 0 ? ws + (up ? L.gemm_up : L.gemm_down) : nullptr;
     a.workspace_bytes = bytes;
-    a.pdl = pdl;  // launch_gemm drops it after a split-K counter memset
+    // The workspace contract (fused_moe.hpp): zero-filled once by the caller, and every split-K
+    // GEMM leaves its counters zero. So no memset before a split-K GEMM: one graph node less
+    // per split-K GEMM, and the GEMM stays a programmatic dependent launch (decode's GEMM1 is
+    // split-K: 8 ways for fp8 at M = 1).
+    a.workspace_counters_zeroed = true;
+    a.pdl = pdl;
     return a;
   };
 
