@@ -112,8 +112,8 @@ TEST_F(MoePdlGpu, OutputsBitIdenticalEveryDtype) {
   }
 }
 
-// Split-K: launch_gemm memsets the arrival counters before each GEMM (an ordinary stream
-// dependency between two PDL kernels); the counters must be zero again after every call.
+// Split-K: the alignment zeroes the GEMMs' arrival counters (no memset node: the split-K GEMM
+// stays a PDL launch); the counters must be zero again after every call.
 TEST_F(MoePdlGpu, OutputsBitIdenticalSplitK) {
   const MoeShape bf = with_dtype_variant(anchor_check_shapes()[0].shape, "bf16");
   expect_identical(bf, ConfigTable{{1, KernelConfig{16, 64, 64, 1, 4, 3, 2}}}, "bf16 split-K 2",
