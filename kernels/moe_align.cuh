@@ -11,7 +11,8 @@
 //   num_tokens_post_padded (up to max_num_m_blocks). Slots of other ranks are not emitted.
 //
 // Pointers: topk_ids [M, topk] int32 (global ids; routing or the caller); sorted_token_ids
-// [max_num_tokens_padded] int32; expert_ids [max_num_m_blocks] int32; num_tokens_post_padded [1].
+// [max_num_tokens_padded] int32; expert_ids [max_num_m_blocks] int32; num_tokens_post_padded [1];
+// zero_a [zero_a_n], zero_b [zero_b_n] int32 set to 0 (the GEMMs' split-K counters; n may be 0).
 // Grid: one block of THREADS threads (the whole job is one histogram and one scan).
 // Shared memory: count, offset, cursor: 3 x MAX_E int32 (+1), and one int32 per warp.
 #pragma once
@@ -26,7 +27,8 @@ __global__ void __launch_bounds__(THREADS)
     moe_align(const int* __restrict__ topk_ids, int* __restrict__ sorted_token_ids,
               int* __restrict__ expert_ids, int* __restrict__ num_tokens_post_padded,
               long long num_slots, int E, int expert_start, long long max_num_tokens_padded,
-              long long max_num_m_blocks) {
+              long long max_num_m_blocks, int* __restrict__ zero_a, int zero_a_n,
+              int* __restrict__ zero_b, int zero_b_n) {
   static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS must be a multiple of 32, <= 1024");
   static_assert(BLOCK_SIZE_M >= 1, "BLOCK_SIZE_M must be positive");
   __shared__ int s_count[MAX_E];
@@ -39,6 +41,10 @@ __global__ void __launch_bounds__(THREADS)
   // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
   pdl_wait();
   pdl_launch_dependents();
+  // The split-K arrival counters of this call's GEMMs (FusedMoe passes them; the workspace layout
+  // moves with M, so they may hold another M's data): zeroed here, the GEMMs need no memset.
+  for (int i = threadIdx.x; i < zero_a_n; i += THREADS) zero_a[i] = 0;
+  for (int i = threadIdx.x; i < zero_b_n; i += THREADS) zero_b[i] = 0;
 
   for (int e = tid; e < E; e += THREADS) s_count[e] = 0;
   __syncthreads();

@@ -331,7 +331,12 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
     a.workspace = bytes > 0 ? ws + (up ? L.gemm_up : L.gemm_down) : nullptr;
     a.workspace_bytes = bytes;
-    a.pdl = pdl;  // launch_gemm drops it after a split-K counter memset
+    // This call's alignment zeroed the split-K counters (counters() above; every GEMM stage
+    // needs the alignment of the same call anyway): no memset before a split-K GEMM, one graph
+    // node less, and the GEMM stays a programmatic dependent launch (decode's GEMM1 is split-K:
+    // 8 ways for fp8 at M = 1).
+    a.workspace_counters_zeroed = true;
+    a.pdl = pdl;
     return a;
   };
 
@@ -342,10 +347,26 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
                           reinterpret_cast<std::int32_t*>(ws + L.topk_ids),
                           reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl);
       return;
-    case MoeStage::align:
+    case MoeStage::align: {
+      // The split-K counters of this M's GEMMs: the layout moves with M, so another M's call
+      // may have left data there.
+      auto counters = [&](bool up) -> std::pair<std::int32_t*, int> {
+        const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
+        if (bytes == 0) return {nullptr, 0};
+        const KernelConfig& c = up ? up_config(M) : down_config(M);
+        const gemm::GemmStage st = up ? gemm::gemm1_stage(s, M) : gemm::GemmStage::down;
+        const auto g = gemm::gemm_launch_geometry(s, c, st, M, L.max_num_tokens_padded, arch);
+        const std::size_t n = gemm::gemm_counter_bytes_for_grid(c, g.grid.x) / 4;
+        return {reinterpret_cast<std::int32_t*>(ws + (up ? L.gemm_up : L.gemm_down)),
+                static_cast<int>(n)};
+      };
+      const auto [za, na] = counters(true);
+      const auto [zb, nb] = counters(false);
       moe::launch_align(L.BLOCK_SIZE_M, arch, p.topk_ids, M, s.topk, s.E, rank, sorted, expert_ids,
-                        ntpp, L.max_num_tokens_padded, L.max_num_m_blocks, stream, pdl);
+                        ntpp, L.max_num_tokens_padded, L.max_num_m_blocks, stream, pdl, za, na,
+                        zb, nb);
       return;
+    }
     case MoeStage::quant:
       if (!fp8(s)) return;
       moe::launch_quant(s.dtype, block_k(s), arch, in.hidden, M, s.K,

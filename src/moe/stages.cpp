@@ -165,7 +165,8 @@ void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t*
                   std::int64_t M, int topk, int E, int rank, std::int32_t* sorted_token_ids,
                   std::int32_t* expert_ids, std::int32_t* num_tokens_post_padded,
                   std::int64_t max_num_tokens_padded, std::int64_t max_num_m_blocks,
-                  CUstream stream, bool pdl) {
+                  CUstream stream, bool pdl, std::int32_t* zero_a, int zero_a_n,
+                  std::int32_t* zero_b, int zero_b_n) {
   long long slots = M * topk;
   const int threads = slots <= kAlignSmallSlots ? kAlignSmallThreads : kAlignLargeThreads;
   int e = E;
@@ -173,7 +174,8 @@ void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t*
   long long mp = max_num_tokens_padded, mb = max_num_m_blocks;
   void* args[] = {&topk_ids, &sorted_token_ids, &expert_ids, &num_tokens_post_padded,
                   &slots,    &e,                &start,      &mp,
-                  &mb};
+                  &mb,       &zero_a,           &zero_a_n,   &zero_b,
+                  &zero_b_n};
   launch(align_spec(BLOCK_SIZE_M, threads, arch), cuda::Dim3{1, 1, 1},
          static_cast<unsigned>(threads), stream, args, pdl);
 }

@@ -48,7 +48,9 @@ void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t*
                   std::int64_t M, int topk, int E, int rank, std::int32_t* sorted_token_ids,
                   std::int32_t* expert_ids, std::int32_t* num_tokens_post_padded,
                   std::int64_t max_num_tokens_padded, std::int64_t max_num_m_blocks,
-                  CUstream stream, bool pdl = false);
+                  CUstream stream, bool pdl = false, std::int32_t* zero_a = nullptr,
+                  int zero_a_n = 0, std::int32_t* zero_b = nullptr, int zero_b_n = 0);
+// (zero_a/zero_b: int32 ranges the alignment also sets to 0, e.g. the GEMMs' split-K counters.)
 // fp8 quantization of x [rows, cols] (activation dtype) into q (e4m3) and scale: block-wise
 // (group = block_k, scale [rows, cols/group]) or per tensor (group 0, scale [1]; uses
 // `partials` [kAmaxPartials] fp32 as scratch).

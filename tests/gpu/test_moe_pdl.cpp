@@ -1,8 +1,9 @@
 // Programmatic dependent launch on a GPU (sm_90+; skipped below): the layer with PDL (the
 // default there) and without gives bit-identical outputs, eager and captured into a CUDA graph of
 // back-to-back calls (where consecutive calls overlap too), for every dtype, decode to prefill
-// sizes and a split-K table (its counter memset sits between two kernels). Then a short timing of
-// graph replays with and without PDL, printed for the record (not asserted: the GPU decides).
+// sizes and a split-K table (the alignment zeroes its counters, also on a poisoned workspace).
+// Then a short timing of graph replays with and without PDL, printed for the record (not
+// asserted: the GPU decides).
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -110,8 +111,8 @@ TEST_F(MoePdlGpu, OutputsBitIdenticalEveryDtype) {
   }
 }
 
-// Split-K: launch_gemm memsets the arrival counters before each GEMM (an ordinary stream
-// dependency between two PDL kernels); the counters must be zero again after every call.
+// Split-K: the alignment zeroes the GEMMs' arrival counters (no memset node: the split-K GEMM
+// stays a PDL launch); the counters must be zero again after every call.
 TEST_F(MoePdlGpu, OutputsBitIdenticalSplitK) {
   const MoeShape bf = with_dtype_variant(anchor_check_shapes()[0].shape, "bf16");
   expect_identical(bf, ConfigTable{{1, KernelConfig{16, 64, 64, 1, 4, 3, 2}}}, "bf16 split-K 2",
@@ -119,6 +120,34 @@ TEST_F(MoePdlGpu, OutputsBitIdenticalSplitK) {
   const MoeShape f8 = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
   expect_identical(f8, ConfigTable{{1, KernelConfig{16, 64, 128, 1, 4, 3, 2}}},
                    "fp8_block split-K 2", {1, 8, 64});
+}
+
+// A workspace may hold anything, e.g. another M's data (the layout moves with M): the alignment
+// zeroes this call's split-K counters. Poison the workspace (0xFF in every byte: every counter
+// -1), run a split-K layer, and compare with the same call on a freshly zeroed workspace.
+TEST_F(MoePdlGpu, SplitKOnAPoisonedWorkspace) {
+  const MoeShape f8 = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
+  FusedMoe fm(f8, local_gpu(), ConfigTable{{1, KernelConfig{16, 64, 128, 1, 4, 3, 2}}}, {});
+  fm.prepare(64);
+  cuda::Stream stream;
+  BenchData d;
+  make_bench_weights(fm, 7, d);
+  for (std::int64_t M : {64, 1, 8}) {
+    make_bench_sets(fm, M, 1, std::size_t(1) << 34, 3000 + M, d, stream);
+    BenchSet& b = d.sets.at(0);
+    FusedMoe::init_workspace(reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(),
+                             stream);
+    stream.synchronize();
+    const auto ref = run_layer(fm, d, false, stream);
+    b.workspace.fill_u8_async(0xFF, stream);
+    const auto eager = run_layer(fm, d, false, stream);
+    b.workspace.fill_u8_async(0xFF, stream);
+    const auto graph = run_layer(fm, d, true, stream);
+    EXPECT_TRUE(eager == ref) << "M=" << M << ": poisoned workspace, eager";
+    EXPECT_TRUE(graph == ref) << "M=" << M << ": poisoned workspace, graph";
+    std::printf("%-5s fp8_block split-K 2, poisoned workspace M=%lld\n",
+                (eager == ref && graph == ref) ? "ok" : "FAIL", static_cast<long long>(M));
+  }
 }
 
 // Not a pass/fail test: graph replays of kReplayCalls back-to-back layer calls (hot: one set),
