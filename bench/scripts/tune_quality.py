@@ -10,8 +10,11 @@ Usage: tune_quality.py TUNED_DIR EXHAUSTIVE_DIR [--limit 1.03]
 Per (M, GEMM): the winner's median and the best median, both taken from the exhaustive run's log
 (same process, same conditions) when the exhaustive run timed the winner; otherwise (GEMM2
 candidates follow the exhaustive GEMM1 winner's BLOCK_SIZE_M, which may differ) the winner's
-median from the tuned run's own log, marked "cross-run". Exit 0 when every ratio <= limit, 1 when
-one is above, 2 on bad input (one line naming what is wrong).
+median from the tuned run's own log, marked "cross-run". A batch size the exhaustive run did not
+finish (its sidecar's flag: interrupted or not reached; a run stopped at a deadline) is printed
+marked "partial" and left out of the verdict: its best may be among the configs not yet timed.
+Exit 0 when every finished ratio <= limit, 1 when one is above, 3 when no batch size is finished
+yet, 2 on bad input (one line naming what is wrong).
 """
 import argparse
 import glob
@@ -19,6 +22,7 @@ import json
 import os
 import sys
 
+FINISHED = ("tuned", "within noise", "kept default")  # tuner.hpp's flags of a finished M
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages",
         "SPLIT_K")
 
@@ -58,6 +62,22 @@ def tables(folder):
         except (OSError, ValueError) as e:
             fail(f"{path}: {e}")
     return out
+
+
+def finished(folder):
+    """{M: finished?} from the run's GEMM1 sidecar (<name>.meta.json); None when it has none."""
+    metas = [p for p in glob.glob(os.path.join(glob.escape(folder), "*.meta.json"))
+             if not p.endswith("_down.meta.json")]
+    if not metas:
+        return None
+    if len(metas) != 1:
+        fail(f"{folder}: expected one sidecar, found {len(metas)}")
+    try:
+        with open(metas[0]) as f:
+            entries = json.load(f)["entries"]
+        return {int(m): e.get("flag") in FINISHED for m, e in entries.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        fail(f"{metas[0]}: not a tune sidecar ({e})")
 
 
 def medians(folder):
@@ -101,10 +121,14 @@ def main(argv):
     ex_ms = sorted({m for (m, _, _) in ex})
     if not ex_ms:
         fail(f"{ex_dir}: no ok measurement in the exhaustive log")
+    done = finished(ex_dir)  # None: no sidecar, every M counts
     print("| M | GEMM | winner | winner µs | exhaustive best | best µs | ratio | source |")
     print("|---|---|---|---|---|---|---|---|")
-    worst = 0.0
+    worst, judged, partial = 0.0, 0, []
     for m in ex_ms:
+        whole = done is None or done.get(m, False)
+        if not whole:
+            partial.append(m)
         for stage in ("up", "down"):
             cands = {c: v for (mm, st, c), v in ex.items() if mm == m and st == stage}
             if not cands:
@@ -120,10 +144,18 @@ def main(argv):
             else:
                 fail(f"M={m} {stage}: the winner {text(w)} was timed in neither log")
             ratio = wv / cands[b]
-            worst = max(worst, ratio)
+            if whole:
+                worst, judged = max(worst, ratio), judged + 1
+            else:
+                src += f"; partial: {len(cands)} configs timed"
             print(f"| {m} | {stage} | {text(w)} | {wv:.2f} | {text(b)} | {cands[b]:.2f} | "
                   f"{ratio:.3f}{'' if ratio <= limit else ' **over**'} | {src} |")
-    print(f"worst ratio {worst:.3f} (limit {limit})")
+    if partial:
+        print(f"not finished by the exhaustive run (not judged): M = {', '.join(map(str, partial))}")
+    if judged == 0:
+        print("no finished batch size: nothing to judge yet")
+        return 3
+    print(f"worst ratio {worst:.3f} over the finished batch sizes (limit {limit})")
     return 0 if worst <= limit else 1
 
 

@@ -8,9 +8,13 @@
 # script can stop at a deadline and continue: the runs live in QUALITY_WORK, each stopped run is
 # resumed (tune --resume) by the next invocation with the same QUALITY_WORK on the same machine
 # (keep it warm between calls: the JIT cache lives in /tmp too).
+# Every stop also packs the runs (record logs, tables, markers) into $OUT/runs.tar.gz, so a run
+# stopped on one machine continues on a fresh one: pass that file back as QUALITY_SEED (carry it
+# in .devbin). The record logs resume per config, not per batch size (tune --resume).
 # Env: OUT (default ./tune_quality_out: quality.md and the logs land there), MOETUNE_BIN,
 #      QUALITY_BATCH (default 1,64,1024), QUALITY_WORK (default $OUT), QUALITY_DEADLINE_S
-#      (stop the tune runs after this many seconds, SIGTERM: they write what is finished).
+#      (stop the tune runs after this many seconds, SIGTERM: they write what is finished),
+#      QUALITY_SEED (a runs.tar.gz of an earlier call, unpacked into an empty QUALITY_WORK).
 # Exit: tune_quality.py's (0 all within the limit, 1 one above), 3 when the deadline came first,
 #       a tune run's own exit status when it failed otherwise.
 set -uo pipefail
@@ -22,6 +26,10 @@ deadline=${QUALITY_DEADLINE_S:-86400}
 export MOETUNE_CACHE_DIR=${MOETUNE_CACHE_DIR:-/tmp/moetune_quality_cache}
 mkdir -p "$out" "$work"
 t_start=$(date +%s)
+if [ -n "${QUALITY_SEED:-}" ] && [ ! -f "$work/runs.txt" ]; then
+  tar -xzf "$QUALITY_SEED" -C "$work" || { echo "QUALITY_SEED: cannot unpack $QUALITY_SEED"; exit 2; }
+  echo "seeded $work from $QUALITY_SEED" | tee -a "$work/runs.txt"
+fi
 
 # run NAME [tune args...]: one tune run into $work/NAME, resumed if an earlier call left its log.
 run() {
@@ -40,17 +48,30 @@ run() {
   return "$rc"
 }
 
-# The logs into $out as they stand (also when the deadline stops the runs).
-collect() { [ "$work" = "$out" ] || cp "$work"/*.txt "$work"/*.stdout "$work"/*.stderr "$out/" 2>/dev/null; }
+# The logs into $out as they stand (also when the deadline stops the runs), and every run packed
+# into $out/runs.tar.gz (written aside, then renamed: a half-written pack never stands there).
+collect() {
+  [ "$work" = "$out" ] || cp "$work"/*.txt "$work"/*.stdout "$work"/*.stderr "$out/" 2>/dev/null
+  tar -czf "$out/.runs.tar.gz.part" -C "$work" --exclude='./runs.tar.gz' --exclude='./.runs.tar.gz.part' . &&
+    mv -f "$out/.runs.tar.gz.part" "$out/runs.tar.gz"
+}
+# What both runs have measured so far against each other (rows of unfinished batch sizes are
+# marked partial and do not count toward the verdict).
+compare() {
+  compgen -G "$work/exhaustive/*.tune.jsonl" >/dev/null && [ -f "$work/tuned.done" ] || return 0
+  python3 "$(dirname "$0")/tune_quality.py" "$work/tuned" "$work/exhaustive" | tee "$out/quality.md"
+  return "${PIPESTATUS[0]}"
+}
 # stopped NAME RC: the deadline (3) asks for another call; any other failure is reported as is.
 stopped() {
   collect
-  if (($2 == 3)); then echo "deadline: run again with QUALITY_WORK=$work to continue"
+  if (($2 == 3)); then
+    compare
+    echo "deadline: run again with QUALITY_WORK=$work (same machine) or QUALITY_SEED=$out/runs.tar.gz (a fresh one) to continue"
   else echo "$1 failed (exit $2):"; tail -n 3 "$work/$1.stderr"; fi
   exit "$2"
 }
 if [ ! -f "$work/tuned.done" ]; then run tuned "$@" || stopped tuned $?; fi
 if [ ! -f "$work/exhaustive.done" ]; then run exhaustive --exhaustive "$@" || stopped exhaustive $?; fi
 collect
-tar -czf "$out/runs.tar.gz" -C "$work" tuned exhaustive
-python3 "$(dirname "$0")/tune_quality.py" "$work/tuned" "$work/exhaustive" | tee "$out/quality.md"
+compare

@@ -97,6 +97,37 @@ class TuneQuality(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("M=64", r.stderr)
 
+    def test_unfinished_batch_sizes_are_partial_and_not_judged(self):
+        # A run stopped at a deadline: M=1 finished, M=64 interrupted with its best not yet timed.
+        tuned, ex = os.path.join(self.d, "tuned"), os.path.join(self.d, "ex")
+        write_run(tuned, up={1: cfg(16, 64, 8), 64: cfg(16, 64)}, down={1: cfg(16, 64), 64: cfg(16, 64)})
+        write_run(ex, measures=[(1, "up", cfg(16, 64, 8), 10.0, 8), (1, "down", cfg(16, 64), 5.0, 8),
+                                (64, "up", cfg(16, 64), 30.0, 8), (64, "up", cfg(32, 64), 20.0, 8)])
+        sidecar = os.path.join(ex, NAME + ".meta.json")
+
+        def flags(f1, f64):
+            with open(sidecar, "w") as f:
+                json.dump({"entries": {"1": {"flag": f1}, "64": {"flag": f64}}}, f)
+
+        flags("tuned", "not tuned (interrupted)")
+        r = run(tuned, ex)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("| 64 | up | m16n64k128_g1_w4_s3_sk1 | 30.00 | m32n64k128_g1_w4_s3_sk1 | 20.00 | "
+                      "1.500 **over** | exhaustive run; partial: 2 configs timed |", r.stdout)
+        self.assertIn("not judged): M = 64", r.stdout)
+        self.assertIn("worst ratio 1.000 over the finished batch sizes", r.stdout)
+        flags("within noise", "tuned")  # both finished: M=64's 1.5 now counts
+        self.assertEqual(run(tuned, ex).returncode, 1)
+        flags("not reached", "not tuned (interrupted)")  # nothing finished
+        r = run(tuned, ex)
+        self.assertEqual(r.returncode, 3, r.stdout)
+        self.assertIn("nothing to judge yet", r.stdout)
+        with open(sidecar, "w") as f:
+            f.write("[1, 2]")
+        r = run(tuned, ex)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not a tune sidecar", r.stderr)
+
     def test_bad_input_is_one_line_and_exit_2(self):
         tuned, ex = self.folders([(1, "up", cfg(16, 64, 8), 10.0, 8)])
         for args in ([tuned], [tuned, os.path.join(self.d, "nowhere")], [tuned, ex, "--limit", "x"],
