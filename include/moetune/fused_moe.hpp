@@ -177,7 +177,7 @@ bool arch_supports_pdl(const std::string& arch);
 // True when GEMM1 computes SiLU(gate)·up in its epilogue for M tokens: bf16/fp16 with
 // M*topk <= 8 * max(E_global, E) (gemm::gemm1_stage says why); never for fp8.
 bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M);
-// True when one launch routes and aligns M tokens (decode sizes: M <= 8 and M*topk <= 512)
+// True when one launch routes and aligns M tokens (decode sizes: M <= 4 and M*topk <= 512)
 // given router logits (precomputed topk_ids go to the alignment alone): MoeStage::routing then
 // writes the alignment's tables too and MoeStage::align launches nothing.
 bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logits);

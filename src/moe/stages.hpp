@@ -23,11 +23,12 @@ inline constexpr int kAlignLargeThreads = 1024;  // and above
 inline constexpr std::int64_t kAlignSmallSlots = 4096;
 // moe_route_align (routing + alignment in one block) at decode sizes: up to kRouteAlignMaxTokens
 // tokens (one per warp of its 256 threads) and kRouteAlignMaxSlots slots (its shared id table).
-// One token per warp: at 4 per warp (M = 32) the serial routing cost more than the launch it
-// saves (H200, 2026-11-30: layer +8.4 us Qwen fp8, +19 us DeepSeek-V3; M = 1: -0.6..-0.8 us;
-// M = 8: within noise; bench/results/2026-11-30_h200_branches.md).
+// Measured on an H200 (bench/results/2026-11-30_h200_route_align2.md): the layer gains 0.3-0.6
+// us at M = 1..4 on all three anchor shapes, M = 8 is within +-0.3 us either way, and at 4
+// tokens per warp (M = 32) the serial routing cost far more than the launch it saves (+8..+19
+// us, 2026-11-30_h200_branches.md): fused up to M = 4.
 inline constexpr int kRouteAlignThreads = 256;
-inline constexpr std::int64_t kRouteAlignMaxTokens = kRouteAlignThreads / 32;
+inline constexpr std::int64_t kRouteAlignMaxTokens = 4;
 inline constexpr int kRouteAlignMaxSlots = 512;
 
 // Activation element code of kernels/common/tile_math.cuh (kDtypeBf16 / kDtypeFp16).

@@ -135,8 +135,8 @@ TEST(MoeStageSpecs, NamesCarryTheirParameters) {
   EXPECT_EQ(ra.name_expression(),
             "moetune::moe_route_align<256, 8, 1, 8, 4, true, true, 16, 256, 512, 512>");
   EXPECT_TRUE(route_align_fits(s, 1));
-  EXPECT_TRUE(route_align_fits(s, 8));    // one token per warp of 256 threads
-  EXPECT_FALSE(route_align_fits(s, 9));   // a second token per warp: measured slower
+  EXPECT_TRUE(route_align_fits(s, 4));    // measured faster up to M = 4
+  EXPECT_FALSE(route_align_fits(s, 5));   // M = 8 no faster, M = 32 slower
   EXPECT_FALSE(route_align_fits(s, 0));
   MoeShape wide = s;
   wide.topk = 128;
