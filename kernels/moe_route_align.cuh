@@ -4,8 +4,9 @@
 // topk_weights as the routing writes them, the alignment's tables from those ids (read back from
 // shared memory, not global).
 //
-// Pointers: those of both kernels (zero_a/zero_b as moe_align's: this call's split-K counters). Grid: one block of THREADS threads; warp w routes tokens
-// w, w + THREADS/32, ... (M <= MAX_SLOTS / TOPK). Shared memory: the slots' expert ids
+// Pointers: those of both kernels (zero_a/zero_b as moe_align's: this call's split-K counters).
+// Grid: one block of THREADS threads; warp w routes tokens w, w + THREADS/32, ...
+// (M <= MAX_SLOTS / TOPK). Shared memory: the slots' expert ids
 // (MAX_SLOTS int32), the routing's group scores (THREADS/32 x E_GLOBAL fp32, N_GROUP > 1 only)
 // and the alignment's tables.
 #pragma once

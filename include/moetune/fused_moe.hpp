@@ -28,8 +28,9 @@
 //   correction_bias [E_global] fp32, when shape.routing.correction_bias (DeepSeek noaux_tc)
 //   out             [M, K] act: out[t] = Σ_j topk_weights[t, j] · w2[e_j] · silu_mul(w13[e_j] · x[t])
 //   workspace       workspace_bytes(max_M) bytes, 256-byte aligned, for any M <= max_M. Split-K
-//                   GEMMs keep arrival counters there; the alignment of each call zeroes the
-//                   ones its GEMMs use (the layout moves with M), and the GEMMs leave them zero.
+//                   GEMMs keep arrival counters there; the alignment of each call (or the
+//                   routing+align kernel at M <= 4) zeroes the ones its GEMMs use (the layout
+//                   moves with M), and the GEMMs leave them zero.
 //                   init_workspace (zero-fill) is not needed, and harmless.
 // Errors: InputError (field, value, reason) for shapes, configs or arguments the kernels cannot
 // run (raised by check() and again by the enqueue calls); GpuUnavailable without a GPU;

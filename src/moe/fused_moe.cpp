@@ -340,8 +340,9 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
     a.workspace = bytes > 0 ? ws + (up ? L.gemm_up : L.gemm_down) : nullptr;
     a.workspace_bytes = bytes;
-    // This call's alignment zeroed the split-K counters (counters() above; every GEMM stage
-    // needs the alignment of the same call anyway): no memset before a split-K GEMM, one graph
+    // This call's alignment (or routing+align where routing_fuses_align) zeroed the split-K
+    // counters (counters() below; every GEMM stage needs the alignment of the same call
+    // anyway): no memset before a split-K GEMM, one graph
     // node less, and the GEMM stays a programmatic dependent launch (decode's GEMM1 is split-K:
     // 8 ways for fp8 at M = 1).
     a.workspace_counters_zeroed = true;

@@ -88,9 +88,9 @@ TEST_P(MoePdlPtx, GriddepcontrolExactlyFromSm90) {
   ASSERT_EQ(arch_supports_pdl(arch), pdl);
   std::map<std::string, cuda::KernelSpec> one_per_file;
   for (const auto& s : kernel_specs_for_compile_only(arch)) one_per_file.emplace(s.file, s);
-  std::set<std::string> files = {"routing.cuh",         "moe_align.cuh",      "quant_fp8_amax.cuh",
-                                 "quant_fp8_group.cuh", "silu_mul.cuh",       "topk_reduce.cuh",
-                                 "moe_gemm_mma.cuh"};
+  std::set<std::string> files = {"routing.cuh",         "moe_align.cuh",  "moe_route_align.cuh",
+                                 "quant_fp8_amax.cuh",  "quant_fp8_group.cuh", "silu_mul.cuh",
+                                 "topk_reduce.cuh",     "moe_gemm_mma.cuh"};
   if (arch == "sm_90a") files.insert("moe_gemm_wgmma_sm90a.cuh");
   for (const std::string& f : files) {
     auto it = one_per_file.find(f);
