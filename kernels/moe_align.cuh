@@ -20,15 +20,25 @@
 
 namespace moetune {
 
-template <int BLOCK_SIZE_M,  // padding unit = the GEMM's token slots per tile
-          int THREADS,       // threads of the single block (a multiple of 32, <= 1024)
-          int MAX_E>         // upper bound on E (local experts) for the shared tables
-__global__ void __launch_bounds__(THREADS)
-    moe_align(const int* __restrict__ topk_ids, int* __restrict__ sorted_token_ids,
-              int* __restrict__ expert_ids, int* __restrict__ num_tokens_post_padded,
-              long long num_slots, int E, int expert_start, long long max_num_tokens_padded,
-              long long max_num_m_blocks, int* __restrict__ zero_a, int zero_a_n,
-              int* __restrict__ zero_b, int zero_b_n) {
+// Sets zero_a[0, zero_a_n) and zero_b[0, zero_b_n) to 0 with the block's threads: the split-K
+// arrival counters of this call's GEMMs (FusedMoe passes them; the workspace layout moves with
+// M, so they may hold another M's data), so the GEMMs need no memset.
+template <int THREADS>
+__device__ __forceinline__ void zero_counters(int* __restrict__ zero_a, int zero_a_n,
+                                              int* __restrict__ zero_b, int zero_b_n) {
+  for (int i = threadIdx.x; i < zero_a_n; i += THREADS) zero_a[i] = 0;
+  for (int i = threadIdx.x; i < zero_b_n; i += THREADS) zero_b[i] = 0;
+}
+
+// The whole alignment by one block of THREADS threads (tid = threadIdx.x): `id(i)` gives the
+// global expert id of slot i (topk_ids from global memory, or a copy in shared memory).
+template <int BLOCK_SIZE_M, int THREADS, int MAX_E, class SlotExpert>
+__device__ __forceinline__ void align_block(SlotExpert id, int* __restrict__ sorted_token_ids,
+                                            int* __restrict__ expert_ids,
+                                            int* __restrict__ num_tokens_post_padded,
+                                            long long num_slots, int E, int expert_start,
+                                            long long max_num_tokens_padded,
+                                            long long max_num_m_blocks) {
   static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS must be a multiple of 32, <= 1024");
   static_assert(BLOCK_SIZE_M >= 1, "BLOCK_SIZE_M must be positive");
   __shared__ int s_count[MAX_E];
@@ -36,20 +46,11 @@ __global__ void __launch_bounds__(THREADS)
   __shared__ int s_cursor[MAX_E];
   __shared__ int s_warp[THREADS / 32];
   const int tid = threadIdx.x;
-  // PDL (common/pdl.cuh): topk_ids is the routing's output, and the last call's GEMMs
-  // may still read the tables written here: wait before any global access.
-  // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
-  pdl_wait();
-  pdl_launch_dependents();
-  // The split-K arrival counters of this call's GEMMs (FusedMoe passes them; the workspace layout
-  // moves with M, so they may hold another M's data): zeroed here, the GEMMs need no memset.
-  for (int i = threadIdx.x; i < zero_a_n; i += THREADS) zero_a[i] = 0;
-  for (int i = threadIdx.x; i < zero_b_n; i += THREADS) zero_b[i] = 0;
 
   for (int e = tid; e < E; e += THREADS) s_count[e] = 0;
   __syncthreads();
   for (long long i = tid; i < num_slots; i += THREADS) {
-    const int e = topk_ids[i] - expert_start;
+    const int e = id(i) - expert_start;
     if (static_cast<unsigned>(e) < static_cast<unsigned>(E)) atomicAdd(&s_count[e], 1);
   }
   __syncthreads();
@@ -110,10 +111,31 @@ __global__ void __launch_bounds__(THREADS)
     sorted_token_ids[i] = static_cast<int>(num_slots);
   __syncthreads();  // the sentinels land before the slots that overwrite some of them
   for (long long i = tid; i < num_slots; i += THREADS) {
-    const int e = topk_ids[i] - expert_start;
+    const int e = id(i) - expert_start;
     if (static_cast<unsigned>(e) < static_cast<unsigned>(E))
       sorted_token_ids[atomicAdd(&s_cursor[e], 1)] = static_cast<int>(i);
   }
+}
+
+template <int BLOCK_SIZE_M,  // padding unit = the GEMM's token slots per tile
+          int THREADS,       // threads of the single block (a multiple of 32, <= 1024)
+          int MAX_E>         // upper bound on E (local experts) for the shared tables
+__global__ void __launch_bounds__(THREADS)
+    moe_align(const int* __restrict__ topk_ids, int* __restrict__ sorted_token_ids,
+              int* __restrict__ expert_ids, int* __restrict__ num_tokens_post_padded,
+              long long num_slots, int E, int expert_start, long long max_num_tokens_padded,
+              long long max_num_m_blocks, int* __restrict__ zero_a, int zero_a_n,
+              int* __restrict__ zero_b, int zero_b_n) {
+  // PDL (common/pdl.cuh): topk_ids is the routing's output, and the last call's GEMMs
+  // may still read the tables written here: wait before any global access.
+  // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
+  pdl_wait();
+  pdl_launch_dependents();
+  zero_counters<THREADS>(zero_a, zero_a_n, zero_b, zero_b_n);
+  align_block<BLOCK_SIZE_M, THREADS, MAX_E>([&](long long i) { return topk_ids[i]; },
+                                            sorted_token_ids, expert_ids, num_tokens_post_padded,
+                                            num_slots, E, expert_start, max_num_tokens_padded,
+                                            max_num_m_blocks);
 }
 
 }  // namespace moetune

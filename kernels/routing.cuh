@@ -35,18 +35,15 @@ __device__ __forceinline__ void warp_argmax(float& v, int& i) {
 
 }  // namespace routing_detail
 
-template <int E_GLOBAL,     // experts in the model (router width), <= 1024
-          int TOPK,         // experts per token
-          int SCORING,      // 0: softmax, 1: sigmoid
-          int N_GROUP,      // expert groups (1: no grouping), <= 32
-          int TOPK_GROUP,   // groups kept per token (N_GROUP > 1)
-          bool HAS_BIAS,    // add correction_bias to the selection score
-          bool RENORMALIZE, // divide the selected weights by their sum
-          int WARPS>        // tokens per block
-__global__ void __launch_bounds__(WARPS * 32)
-    moe_routing(const float* __restrict__ router_logits, const float* __restrict__ correction_bias,
-                int* __restrict__ topk_ids, float* __restrict__ topk_weights, long long M,
-                float routed_scaling_factor) {
+// One token's routing by one warp: every lane gets the TOPK ids (descending score) and their
+// final weights (renormalized and scaled). row: the token's E_GLOBAL logits; s_choice: E_GLOBAL
+// floats of shared memory of this warp (N_GROUP > 1 only; may be nullptr otherwise).
+template <int E_GLOBAL, int TOPK, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
+          bool RENORMALIZE>
+__device__ __forceinline__ void route_token(const float* __restrict__ row,
+                                            const float* __restrict__ correction_bias,
+                                            float* s_choice, float routed_scaling_factor,
+                                            int (&ids)[TOPK], float (&w)[TOPK]) {
   constexpr int kPer = (E_GLOBAL + 31) / 32;  // experts per lane: e = lane + 32 * j
   constexpr int kGroupSize = E_GLOBAL / N_GROUP;
   const float kNegInf = -__int_as_float(0x7f800000);
@@ -58,19 +55,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   static_assert(N_GROUP == 1 || (TOPK_GROUP >= 1 && TOPK_GROUP <= N_GROUP &&
                                  TOPK_GROUP * kGroupSize >= TOPK),
                 "TOPK_GROUP groups must hold at least TOPK experts");
-  __shared__ float s_choice[N_GROUP > 1 ? WARPS : 1][N_GROUP > 1 ? E_GLOBAL : 1];
-
-  // PDL (common/pdl.cuh): router_logits may come from the kernel before, and the last
-  // call's stages may still read topk_ids: wait before any global access.
-  // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
-  pdl_wait();
-  pdl_launch_dependents();
-  const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const long long t = static_cast<long long>(blockIdx.x) * WARPS + warp;
-  if (t >= M) return;  // the whole warp leaves together
-  const float* row = router_logits + t * E_GLOBAL;
-
   float s[kPer], c[kPer];
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
@@ -107,13 +92,13 @@ __global__ void __launch_bounds__(WARPS * 32)
   if constexpr (N_GROUP > 1) {
 #pragma unroll
     for (int j = 0; j < kPer; ++j)
-      if (lane + 32 * j < E_GLOBAL) s_choice[warp][lane + 32 * j] = c[j];
+      if (lane + 32 * j < E_GLOBAL) s_choice[lane + 32 * j] = c[j];
     __syncwarp();
     float gscore = kNegInf;
     if (lane < N_GROUP) {
       float top1 = kNegInf, top2 = kNegInf;
       for (int i = 0; i < kGroupSize; ++i) {
-        const float v = s_choice[warp][lane * kGroupSize + i];
+        const float v = s_choice[lane * kGroupSize + i];
         if (v > top1) {
           top2 = top1;
           top1 = v;
@@ -139,8 +124,6 @@ __global__ void __launch_bounds__(WARPS * 32)
     }
   }
 
-  int ids[TOPK];
-  float w[TOPK];
   float wsum = 0.0f;
 #pragma unroll
   for (int k = 0; k < TOPK; ++k) {
@@ -167,12 +150,44 @@ __global__ void __launch_bounds__(WARPS * 32)
     w[k] = sv;
     wsum += sv;
   }
+  const float norm = RENORMALIZE ? routed_scaling_factor / wsum : routed_scaling_factor;
+#pragma unroll
+  for (int k = 0; k < TOPK; ++k) w[k] *= norm;
+}
+
+template <int E_GLOBAL,     // experts in the model (router width), <= 1024
+          int TOPK,         // experts per token
+          int SCORING,      // 0: softmax, 1: sigmoid
+          int N_GROUP,      // expert groups (1: no grouping), <= 32
+          int TOPK_GROUP,   // groups kept per token (N_GROUP > 1)
+          bool HAS_BIAS,    // add correction_bias to the selection score
+          bool RENORMALIZE, // divide the selected weights by their sum
+          int WARPS>        // tokens per block
+__global__ void __launch_bounds__(WARPS * 32)
+    moe_routing(const float* __restrict__ router_logits, const float* __restrict__ correction_bias,
+                int* __restrict__ topk_ids, float* __restrict__ topk_weights, long long M,
+                float routed_scaling_factor) {
+  __shared__ float s_choice[N_GROUP > 1 ? WARPS : 1][N_GROUP > 1 ? E_GLOBAL : 1];
+
+  // PDL (common/pdl.cuh): router_logits may come from the kernel before, and the last
+  // call's stages may still read topk_ids: wait before any global access.
+  // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
+  pdl_wait();
+  pdl_launch_dependents();
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const long long t = static_cast<long long>(blockIdx.x) * WARPS + warp;
+  if (t >= M) return;  // the whole warp leaves together
+  int ids[TOPK];
+  float w[TOPK];
+  route_token<E_GLOBAL, TOPK, SCORING, N_GROUP, TOPK_GROUP, HAS_BIAS, RENORMALIZE>(
+      router_logits + t * E_GLOBAL, correction_bias,
+      N_GROUP > 1 ? s_choice[N_GROUP > 1 ? warp : 0] : nullptr, routed_scaling_factor, ids, w);
   if (lane == 0) {
-    const float norm = RENORMALIZE ? routed_scaling_factor / wsum : routed_scaling_factor;
 #pragma unroll
     for (int k = 0; k < TOPK; ++k) {
       topk_ids[t * TOPK + k] = ids[k];
-      topk_weights[t * TOPK + k] = w[k] * norm;
+      topk_weights[t * TOPK + k] = w[k];
     }
   }
 }

@@ -9,6 +9,7 @@
 // epilogue (gemm1_fuses_act): GEMM1 writes the [M*topk, N] activation directly, the
 // [M*topk, 2N] intermediate never reaches memory and MoeStage::act launches nothing. Larger M
 // and fp8_w8a8 keep GEMM1 -> [M*topk, 2N] -> SiLU·up (+ fp8 quantization): measured faster there.
+// Decode sizes (routing_fuses_align) route and align in one single-block launch.
 // On sm_90+ each stage kernel is a programmatic dependent launch (FusedMoeOptions::pdl): it may
 // start while the previous kernel on the stream (a stage, or the caller's last kernel) finishes,
 // and waits on the GPU for its completion before touching memory.
@@ -27,8 +28,9 @@
 //   correction_bias [E_global] fp32, when shape.routing.correction_bias (DeepSeek noaux_tc)
 //   out             [M, K] act: out[t] = Σ_j topk_weights[t, j] · w2[e_j] · silu_mul(w13[e_j] · x[t])
 //   workspace       workspace_bytes(max_M) bytes, 256-byte aligned, for any M <= max_M. Split-K
-//                   GEMMs keep arrival counters there; the alignment of each call zeroes the
-//                   ones its GEMMs use (the layout moves with M), and the GEMMs leave them zero.
+//                   GEMMs keep arrival counters there; the alignment of each call (or the
+//                   routing+align kernel at M <= 4) zeroes the ones its GEMMs use (the layout
+//                   moves with M), and the GEMMs leave them zero.
 //                   init_workspace (zero-fill) is not needed, and harmless.
 // Errors: InputError (field, value, reason) for shapes, configs or arguments the kernels cannot
 // run (raised by check() and again by the enqueue calls); GpuUnavailable without a GPU;
@@ -176,8 +178,13 @@ bool arch_supports_pdl(const std::string& arch);
 // True when GEMM1 computes SiLU(gate)·up in its epilogue for M tokens: bf16/fp16 with
 // M*topk <= 8 * max(E_global, E) (gemm::gemm1_stage says why); never for fp8.
 bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M);
+// True when one launch routes and aligns M tokens (decode sizes: M <= 4 and M*topk <= 512)
+// given router logits (precomputed topk_ids go to the alignment alone): MoeStage::routing then
+// writes the alignment's tables too and MoeStage::align launches nothing.
+bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logits);
 // The stage's name in reports: to_string(s), except "gemm1+act" and "act (in gemm1)" where
-// gemm1_fuses_act(shape, M) (the activation's time is inside gemm1's).
+// gemm1_fuses_act(shape, M) (the activation's time is inside gemm1's), and "routing+align" and
+// "align (in routing)" where routing_fuses_align(shape, M, true).
 const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M);
 inline constexpr MoeStage kAllMoeStages[] = {MoeStage::routing, MoeStage::align, MoeStage::quant,
                                              MoeStage::gemm1,   MoeStage::act,   MoeStage::gemm2,

@@ -652,7 +652,10 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
       if (ch >= '0' && ch <= '9') cc = cc * 10 + (ch - '0');
     return cc >= 89;
   }();
-  for (const CheckShape& cs : shapes) specs.push_back(routing_spec(cs.shape, arch));
+  for (const CheckShape& cs : shapes) {
+    specs.push_back(routing_spec(cs.shape, arch));
+    for (int bm : {16, 64}) specs.push_back(route_align_spec(cs.shape, bm, arch));
+  }
   for (int bm : {16, 32, 64, 128, 256}) {
     specs.push_back(align_spec(bm, kAlignSmallThreads, arch));
     specs.push_back(align_spec(bm, kAlignLargeThreads, arch));

@@ -42,7 +42,15 @@ bool arch_supports_pdl(const std::string& arch) {
   return i > 3 && cc >= 90;
 }
 
+bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logits) {
+  return router_logits && moe::route_align_fits(shape, M);
+}
+
 const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M) {
+  if (routing_fuses_align(shape, M, true)) {
+    if (s == MoeStage::routing) return "routing+align";
+    if (s == MoeStage::align) return "align (in routing)";
+  }
   if (gemm1_fuses_act(shape, M)) {
     if (s == MoeStage::gemm1) return "gemm1+act";
     if (s == MoeStage::act) return "act (in gemm1)";
@@ -275,6 +283,7 @@ void FusedMoe::prepare(std::int64_t max_M) {
   for (const auto& c : reachable(impl_->down, max_M))
     specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::down, arch));
   for (int bm : bms) {
+    if (routing_fuses_align(s, 1, true)) specs.push_back(moe::route_align_spec(s, bm, arch));
     specs.push_back(moe::align_spec(bm, moe::kAlignSmallThreads, arch));
     if (max_M * s.topk > moe::kAlignSmallSlots)
       specs.push_back(moe::align_spec(bm, moe::kAlignLargeThreads, arch));
@@ -331,8 +340,9 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
     a.workspace = bytes > 0 ? ws + (up ? L.gemm_up : L.gemm_down) : nullptr;
     a.workspace_bytes = bytes;
-    // This call's alignment zeroed the split-K counters (counters() above; every GEMM stage
-    // needs the alignment of the same call anyway): no memset before a split-K GEMM, one graph
+    // This call's alignment (or routing+align where routing_fuses_align) zeroed the split-K
+    // counters (counters() below; every GEMM stage needs the alignment of the same call
+    // anyway): no memset before a split-K GEMM, one graph
     // node less, and the GEMM stays a programmatic dependent launch (decode's GEMM1 is split-K:
     // 8 ways for fp8 at M = 1).
     a.workspace_counters_zeroed = true;
@@ -340,26 +350,37 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     return a;
   };
 
+  // The split-K counters of this M's GEMMs: the layout moves with M, so another M's call
+  // may have left data there.
+  auto counters = [&](bool up) -> std::pair<std::int32_t*, int> {
+    const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
+    if (bytes == 0) return {nullptr, 0};
+    const KernelConfig& c = up ? up_config(M) : down_config(M);
+    const gemm::GemmStage st = up ? gemm::gemm1_stage(s, M) : gemm::GemmStage::down;
+    const auto g = gemm::gemm_launch_geometry(s, c, st, M, L.max_num_tokens_padded, arch);
+    const std::size_t n = gemm::gemm_counter_bytes_for_grid(c, g.grid.x) / 4;
+    return {reinterpret_cast<std::int32_t*>(ws + (up ? L.gemm_up : L.gemm_down)),
+            static_cast<int>(n)};
+  };
   switch (stage) {
     case MoeStage::routing:
       if (in.router_logits == nullptr) return;  // precomputed topk_ids / topk_weights
+      if (routing_fuses_align(s, M, true)) {  // decode: one block routes and aligns
+        const auto [za, na] = counters(true);   // and zeroes the counters, as the alignment
+        const auto [zb, nb] = counters(false);
+        moe::launch_route_align(s, L.BLOCK_SIZE_M, arch, in.router_logits, w.correction_bias,
+                                reinterpret_cast<std::int32_t*>(ws + L.topk_ids),
+                                reinterpret_cast<float*>(ws + L.topk_weights), M, rank, sorted,
+                                expert_ids, ntpp, L.max_num_tokens_padded, L.max_num_m_blocks,
+                                stream, pdl, za, na, zb, nb);
+        return;
+      }
       moe::launch_routing(s, arch, in.router_logits, w.correction_bias,
                           reinterpret_cast<std::int32_t*>(ws + L.topk_ids),
                           reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl);
       return;
     case MoeStage::align: {
-      // The split-K counters of this M's GEMMs: the layout moves with M, so another M's call
-      // may have left data there.
-      auto counters = [&](bool up) -> std::pair<std::int32_t*, int> {
-        const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
-        if (bytes == 0) return {nullptr, 0};
-        const KernelConfig& c = up ? up_config(M) : down_config(M);
-        const gemm::GemmStage st = up ? gemm::gemm1_stage(s, M) : gemm::GemmStage::down;
-        const auto g = gemm::gemm_launch_geometry(s, c, st, M, L.max_num_tokens_padded, arch);
-        const std::size_t n = gemm::gemm_counter_bytes_for_grid(c, g.grid.x) / 4;
-        return {reinterpret_cast<std::int32_t*>(ws + (up ? L.gemm_up : L.gemm_down)),
-                static_cast<int>(n)};
-      };
+      if (routing_fuses_align(s, M, in.router_logits != nullptr)) return;  // routing aligned
       const auto [za, na] = counters(true);
       const auto [zb, nb] = counters(false);
       moe::launch_align(L.BLOCK_SIZE_M, arch, p.topk_ids, M, s.topk, s.E, rank, sorted, expert_ids,

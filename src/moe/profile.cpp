@@ -37,11 +37,15 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       t.floor_s = std::max(c.bytes / spec.bandwidth_Bps, c.flops / spec.peak_flops);
       if (meas) t.floor_measured_s = std::max(c.bytes / meas->bandwidth_Bps, c.flops / meas->peak_flops);
       const bool fused_act = gemm1_fuses_act(s, M);
+      const bool fused_align = routing_fuses_align(s, M, true);  // the bench sets carry logits
       t.runs = !(st == MoeStage::quant && s.dtype != Dtype::fp8_w8a8) &&
-               !(st == MoeStage::act && fused_act);
+               !(st == MoeStage::act && fused_act) && !(st == MoeStage::align && fused_align);
       if (fused_act && st == MoeStage::gemm1)
         t.note = "includes act: SiLU(gate)*up runs in GEMM1's epilogue";
       if (fused_act && st == MoeStage::act) t.note = "fused into gemm1";
+      if (fused_align && st == MoeStage::routing)
+        t.note = "includes align: one block routes and aligns";
+      if (fused_align && st == MoeStage::align) t.note = "fused into routing";
       if (t.runs) {
         auto fn = [&](CUstream strm, int i) {
           const BenchSet& b = d.sets[i % d.sets.size()];

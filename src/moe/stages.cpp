@@ -110,6 +110,24 @@ cuda::KernelSpec align_spec(int BLOCK_SIZE_M, int threads, const std::string& ar
   return s;
 }
 
+cuda::KernelSpec route_align_spec(const MoeShape& shape, int BLOCK_SIZE_M, const std::string& arch) {
+  cuda::KernelSpec r = routing_spec(shape, arch);  // its routing template arguments, in order
+  auto s = make_spec("moe_route_align.cuh", "moetune::moe_route_align", arch);
+  for (const auto& a : r.template_args)
+    if (a.first != "WARPS") s.template_args.push_back(a);
+  arg(s, "BLOCK_SIZE_M", BLOCK_SIZE_M);
+  arg(s, "THREADS", kRouteAlignThreads);
+  arg(s, "MAX_E", kMaxLocalExperts);
+  arg(s, "MAX_SLOTS", kRouteAlignMaxSlots);
+  s.name = fmt::format("moe_route_align_{}_m{}", r.name.substr(std::string("moe_routing_").size()),
+                       BLOCK_SIZE_M);
+  return s;
+}
+
+bool route_align_fits(const MoeShape& shape, std::int64_t M) {
+  return M >= 1 && M <= kRouteAlignMaxTokens && M * shape.topk <= kRouteAlignMaxSlots;
+}
+
 cuda::KernelSpec amax_spec(Dtype weight_dtype, const std::string& arch) {
   auto s = make_spec("quant_fp8_amax.cuh", "moetune::quant_fp8_amax", arch);
   arg(s, "ACT", activation_code(weight_dtype));
@@ -159,6 +177,35 @@ void launch_routing(const MoeShape& shape, const std::string& arch, const float*
   const unsigned grid = static_cast<unsigned>((M + kRoutingWarps - 1) / kRoutingWarps);
   launch(routing_spec(shape, arch), cuda::Dim3{grid, 1, 1}, kRoutingWarps * 32, stream, args,
          pdl);
+}
+
+void launch_route_align(const MoeShape& shape, int BLOCK_SIZE_M, const std::string& arch,
+                        const float* router_logits, const float* correction_bias,
+                        std::int32_t* topk_ids, float* topk_weights, std::int64_t M, int rank,
+                        std::int32_t* sorted_token_ids, std::int32_t* expert_ids,
+                        std::int32_t* num_tokens_post_padded, std::int64_t max_num_tokens_padded,
+                        std::int64_t max_num_m_blocks, CUstream stream, bool pdl,
+                        std::int32_t* zero_a, int zero_a_n, std::int32_t* zero_b,
+                        int zero_b_n) {
+  if (M <= 0) return;
+  if (!route_align_fits(shape, M))
+    throw InputError("M", std::to_string(M),
+                     fmt::format("routing and alignment in one block take at most {} tokens and "
+                                 "{} slots",
+                                 kRouteAlignMaxTokens, kRouteAlignMaxSlots));
+  if (shape.routing.correction_bias && correction_bias == nullptr)
+    throw InputError("correction_bias", "null", "the routing needs a correction bias");
+  long long m = M;
+  float rsf = static_cast<float>(shape.routing.routed_scaling_factor);
+  int e = shape.E;
+  int start = rank * shape.E;
+  long long mp = max_num_tokens_padded, mb = max_num_m_blocks;
+  void* args[] = {&router_logits, &correction_bias, &topk_ids, &topk_weights,
+                  &m,             &rsf,             &sorted_token_ids, &expert_ids,
+                  &num_tokens_post_padded, &e, &start, &mp, &mb, &zero_a, &zero_a_n,
+                  &zero_b,        &zero_b_n};
+  launch(route_align_spec(shape, BLOCK_SIZE_M, arch), cuda::Dim3{1, 1, 1}, kRouteAlignThreads,
+         stream, args, pdl);
 }
 
 void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t* topk_ids,

@@ -21,12 +21,24 @@ inline constexpr int kAmaxPartials = 256;        // per-tensor fp8: blocks of th
 inline constexpr int kAlignSmallThreads = 256;   // moe_align's block for <= 4096 slots
 inline constexpr int kAlignLargeThreads = 1024;  // and above
 inline constexpr std::int64_t kAlignSmallSlots = 4096;
+// moe_route_align (routing + alignment in one block) at decode sizes: up to kRouteAlignMaxTokens
+// tokens (one per warp of its 256 threads) and kRouteAlignMaxSlots slots (its shared id table).
+// Measured on an H200 (bench/results/2026-11-30_h200_route_align2.md): the layer gains 0.3-0.6
+// us at M = 1..4 on all three anchor shapes, M = 8 is within +-0.3 us either way, and at 4
+// tokens per warp (M = 32) the serial routing cost far more than the launch it saves (+8..+19
+// us, 2026-11-30_h200_branches.md): fused up to M = 4.
+inline constexpr int kRouteAlignThreads = 256;
+inline constexpr std::int64_t kRouteAlignMaxTokens = 4;
+inline constexpr int kRouteAlignMaxSlots = 512;
 
 // Activation element code of kernels/common/tile_math.cuh (kDtypeBf16 / kDtypeFp16).
 int activation_code(Dtype weight_dtype);
 
 cuda::KernelSpec routing_spec(const MoeShape& shape, const std::string& arch);
 cuda::KernelSpec align_spec(int BLOCK_SIZE_M, int threads, const std::string& arch);
+cuda::KernelSpec route_align_spec(const MoeShape& shape, int BLOCK_SIZE_M, const std::string& arch);
+// Whether M tokens fit moe_route_align (one block routes and aligns them).
+bool route_align_fits(const MoeShape& shape, std::int64_t M);
 cuda::KernelSpec amax_spec(Dtype weight_dtype, const std::string& arch);
 // group: block_k for block-wise fp8 (per token per group), 0 for per tensor.
 cuda::KernelSpec quant_spec(Dtype weight_dtype, int group, const std::string& arch);
@@ -51,6 +63,16 @@ void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t*
                   CUstream stream, bool pdl = false, std::int32_t* zero_a = nullptr,
                   int zero_a_n = 0, std::int32_t* zero_b = nullptr, int zero_b_n = 0);
 // (zero_a/zero_b: int32 ranges the alignment also sets to 0, e.g. the GEMMs' split-K counters.)
+// Routing and alignment in one launch (route_align_fits(shape, M) must hold): the outputs of
+// launch_routing and then launch_align.
+void launch_route_align(const MoeShape& shape, int BLOCK_SIZE_M, const std::string& arch,
+                        const float* router_logits, const float* correction_bias,
+                        std::int32_t* topk_ids, float* topk_weights, std::int64_t M, int rank,
+                        std::int32_t* sorted_token_ids, std::int32_t* expert_ids,
+                        std::int32_t* num_tokens_post_padded, std::int64_t max_num_tokens_padded,
+                        std::int64_t max_num_m_blocks, CUstream stream, bool pdl = false,
+                        std::int32_t* zero_a = nullptr, int zero_a_n = 0,
+                        std::int32_t* zero_b = nullptr, int zero_b_n = 0);
 // fp8 quantization of x [rows, cols] (activation dtype) into q (e4m3) and scale: block-wise
 // (group = block_k, scale [rows, cols/group]) or per tensor (group 0, scale [1]; uses
 // `partials` [kAmaxPartials] fp32 as scratch).

@@ -1,7 +1,8 @@
 // Programmatic dependent launch on a GPU (sm_90+; skipped below): the layer with PDL (the
 // default there) and without gives bit-identical outputs, eager and captured into a CUDA graph of
 // back-to-back calls (where consecutive calls overlap too), for every dtype, decode to prefill
-// sizes and a split-K table (the alignment zeroes its counters, also on a poisoned workspace).
+// sizes and a split-K table (the alignment, or routing+align in one kernel at M <= 4, zeroes its
+// counters, also on a poisoned workspace).
 // Then a short timing of graph replays with and without PDL, printed for the record (not
 // asserted: the GPU decides).
 #include <algorithm>
@@ -111,8 +112,8 @@ TEST_F(MoePdlGpu, OutputsBitIdenticalEveryDtype) {
   }
 }
 
-// Split-K: the alignment zeroes the GEMMs' arrival counters (no memset node: the split-K GEMM
-// stays a PDL launch); the counters must be zero again after every call.
+// Split-K: the alignment (or routing+align) zeroes the GEMMs' arrival counters (no memset node:
+// the split-K GEMM stays a PDL launch); the counters must be zero again after every call.
 TEST_F(MoePdlGpu, OutputsBitIdenticalSplitK) {
   const MoeShape bf = with_dtype_variant(anchor_check_shapes()[0].shape, "bf16");
   expect_identical(bf, ConfigTable{{1, KernelConfig{16, 64, 64, 1, 4, 3, 2}}}, "bf16 split-K 2",
@@ -123,8 +124,9 @@ TEST_F(MoePdlGpu, OutputsBitIdenticalSplitK) {
 }
 
 // A workspace may hold anything, e.g. another M's data (the layout moves with M): the alignment
-// zeroes this call's split-K counters. Poison the workspace (0xFF in every byte: every counter
-// -1), run a split-K layer, and compare with the same call on a freshly zeroed workspace.
+// (routing+align at M <= 4) zeroes this call's split-K counters. Poison the workspace (0xFF in
+// every byte: every counter -1), run a split-K layer, and compare with the same call on a freshly
+// zeroed workspace.
 TEST_F(MoePdlGpu, SplitKOnAPoisonedWorkspace) {
   const MoeShape f8 = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
   FusedMoe fm(f8, local_gpu(), ConfigTable{{1, KernelConfig{16, 64, 128, 1, 4, 3, 2}}}, {});
@@ -132,7 +134,7 @@ TEST_F(MoePdlGpu, SplitKOnAPoisonedWorkspace) {
   cuda::Stream stream;
   BenchData d;
   make_bench_weights(fm, 7, d);
-  for (std::int64_t M : {64, 1, 8}) {
+  for (std::int64_t M : {64, 1, 4, 5, 8}) {  // 1, 4: routing+align in one kernel; 5, 8: apart
     make_bench_sets(fm, M, 1, std::size_t(1) << 34, 3000 + M, d, stream);
     BenchSet& b = d.sets.at(0);
     FusedMoe::init_workspace(reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(),

@@ -19,7 +19,7 @@ TEST(MoeCompileOnly, SetCoversEveryKernel) {
   const auto specs = kernel_specs_for_compile_only("sm_90a");
   std::set<std::string> files;
   for (const auto& s : specs) files.insert(s.file);
-  for (const char* f : {"routing.cuh", "moe_align.cuh", "quant_fp8_amax.cuh",
+  for (const char* f : {"routing.cuh", "moe_align.cuh", "moe_route_align.cuh", "quant_fp8_amax.cuh",
                         "quant_fp8_group.cuh", "silu_mul.cuh", "topk_reduce.cuh",
                         "moe_gemm_mma.cuh"})
     EXPECT_TRUE(files.count(f)) << f;
@@ -88,9 +88,9 @@ TEST_P(MoePdlPtx, GriddepcontrolExactlyFromSm90) {
   ASSERT_EQ(arch_supports_pdl(arch), pdl);
   std::map<std::string, cuda::KernelSpec> one_per_file;
   for (const auto& s : kernel_specs_for_compile_only(arch)) one_per_file.emplace(s.file, s);
-  std::set<std::string> files = {"routing.cuh",         "moe_align.cuh",      "quant_fp8_amax.cuh",
-                                 "quant_fp8_group.cuh", "silu_mul.cuh",       "topk_reduce.cuh",
-                                 "moe_gemm_mma.cuh"};
+  std::set<std::string> files = {"routing.cuh",         "moe_align.cuh",  "moe_route_align.cuh",
+                                 "quant_fp8_amax.cuh",  "quant_fp8_group.cuh", "silu_mul.cuh",
+                                 "topk_reduce.cuh",     "moe_gemm_mma.cuh"};
   if (arch == "sm_90a") files.insert("moe_gemm_wgmma_sm90a.cuh");
   for (const std::string& f : files) {
     auto it = one_per_file.find(f);
@@ -128,6 +128,20 @@ TEST(MoeStageSpecs, NamesCarryTheirParameters) {
   EXPECT_EQ(r.name, "moe_routing_sigmoid_e256_top8_g4of8_bias_renorm");
   EXPECT_EQ(r.name_expression(), "moetune::moe_routing<256, 8, 1, 8, 4, true, true, 4>");
   EXPECT_EQ(align_spec(64, 256, "sm_90a").name, "moe_align_m64_t256");
+  // Routing and alignment in one block: the routing's parameters (no WARPS), then the
+  // alignment's, its block and its slot table.
+  const auto ra = route_align_spec(s, 16, "sm_90a");
+  EXPECT_EQ(ra.name, "moe_route_align_sigmoid_e256_top8_g4of8_bias_renorm_m16");
+  EXPECT_EQ(ra.name_expression(),
+            "moetune::moe_route_align<256, 8, 1, 8, 4, true, true, 16, 256, 512, 512>");
+  EXPECT_TRUE(route_align_fits(s, 1));
+  EXPECT_TRUE(route_align_fits(s, 4));    // measured faster up to M = 4
+  EXPECT_FALSE(route_align_fits(s, 5));   // M = 8 no faster, M = 32 slower
+  EXPECT_FALSE(route_align_fits(s, 0));
+  MoeShape wide = s;
+  wide.topk = 128;
+  EXPECT_TRUE(route_align_fits(wide, 4));   // 512 slots
+  EXPECT_FALSE(route_align_fits(wide, 5));  // past the shared id table
   EXPECT_EQ(topk_reduce_spec(s, "sm_90a").name, "topk_reduce_bf16_k7168_top8");
 }
 

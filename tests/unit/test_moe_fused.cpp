@@ -143,6 +143,25 @@ TEST(MoeFused, Bf16WorkspaceHasNoGemm1Intermediate) {
   EXPECT_GE(L8.act - L8.h, std::size_t(64) * 8 * 2 * f8.shape().N * 2);
 }
 
+// Decode sizes with router logits: one launch routes and aligns; its bytes are counted once.
+TEST(MoeFused, RoutingAlignsAtDecodeSizes) {
+  const MoeShape f8 = deepseek("fp8_block");
+  EXPECT_TRUE(routing_fuses_align(f8, 1, true));
+  EXPECT_TRUE(routing_fuses_align(f8, 4, true));
+  EXPECT_FALSE(routing_fuses_align(f8, 5, true));  // M = 8 measured no faster, M = 32 slower
+  EXPECT_FALSE(routing_fuses_align(f8, 4, false));  // precomputed topk_ids: align alone
+  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 4), "routing+align");
+  EXPECT_STREQ(stage_name(MoeStage::align, f8, 4), "align (in routing)");
+  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 5), "routing");
+  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 64), "routing");
+  EXPECT_STREQ(stage_name(MoeStage::align, f8, 64), "align");
+  EXPECT_EQ(moe::stage_cost(f8, MoeStage::align, 4, true).bytes, 0);
+  EXPECT_GT(moe::stage_cost(f8, MoeStage::align, 4, false).bytes, 0);
+  const double slots = 4.0 * f8.topk, local = slots * double(f8.E) / f8.E_global;
+  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::routing, 4, true).bytes,
+                   4.0 * f8.E_global * 4 + slots * 8 + local * 4);
+}
+
 TEST(MoeFused, StageNamesAndCostsSayTheActivationIsInGemm1) {
   const MoeShape bf = deepseek("bf16"), f8 = deepseek("fp8_block");
   EXPECT_STREQ(stage_name(MoeStage::gemm1, bf, 64), "gemm1+act");
