@@ -39,7 +39,9 @@ extern const std::array<const char*, 1> kMoetuneKeys;
 // --- file names -------------------------------------------------------------------------------
 enum class Naming { sglang, vllm };
 // "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
-// (vllm: "[128,128]"); `down` appends "_down" before ".json". Spaces in device -> '_'.
+// (vllm: "[128,128]"); `down` appends "_down" before ".json". Spaces in device -> '_'; any
+// device of the H200 family (a '_'-separated token "H200": H200 NVL, ...) -> "NVIDIA_H200", as
+// both servers' get_config_file_name do.
 std::string config_file_name(const MoeShape& shape, const std::string& device_name,
                              Naming naming = Naming::sglang, bool down = false);
 // "x.json" -> "x.meta.json" (a name without ".json" gets ".meta.json" appended).

@@ -12,6 +12,16 @@ std::string config_file_name(const MoeShape& shape, const std::string& device_na
                              bool down) {
   std::string device = device_name;
   std::replace(device.begin(), device.end(), ' ', '_');
+  // Both servers name the whole H200 family NVIDIA_H200 (H200 NVL, H200 141GB HBM3e, ...):
+  // get_config_file_name maps any '_'-separated token "H200" to it (SGLang PR 2628, vLLM alike).
+  for (std::size_t start = 0; start <= device.size();) {
+    const std::size_t end = std::min(device.find('_', start), device.size());
+    if (device.compare(start, end - start, "H200") == 0) {
+      device = "NVIDIA_H200";
+      break;
+    }
+    start = end + 1;
+  }
   std::string name = fmt::format("E={},N={},device_name={}", shape.E, shape.N, device);
   // Servers omit the dtype for 16-bit weights: the table is the same for bf16 and fp16.
   if (shape.dtype != Dtype::bf16 && shape.dtype != Dtype::fp16) {

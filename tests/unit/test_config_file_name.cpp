@@ -47,6 +47,17 @@ TEST(ConfigFileName, EverySpaceOfTheDeviceBecomesUnderscore) {
             "E=16,N=1536,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json");
 }
 
+// The servers look up one file for the whole H200 family (a '_'-separated token "H200").
+TEST(ConfigFileName, TheH200FamilySharesOneName) {
+  const MoeShape s = shape(256, 256, Dtype::bf16, std::nullopt);
+  EXPECT_EQ(config_file_name(s, "NVIDIA H200 NVL"), "E=256,N=256,device_name=NVIDIA_H200.json");
+  EXPECT_EQ(config_file_name(s, "NVIDIA H200 141GB HBM3e", Naming::vllm),
+            "E=256,N=256,device_name=NVIDIA_H200.json");
+  EXPECT_EQ(config_file_name(s, "H200"), "E=256,N=256,device_name=NVIDIA_H200.json");
+  EXPECT_EQ(config_file_name(s, "NVIDIA H20"), "E=256,N=256,device_name=NVIDIA_H20.json");
+  EXPECT_EQ(config_file_name(s, "NVIDIA H2000"), "E=256,N=256,device_name=NVIDIA_H2000.json");
+}
+
 TEST(ConfigFileName, DownSuffixGoesBeforeTheExtension) {
   const MoeShape s = shape(256, 256, Dtype::fp8_w8a8, std::array{128, 128});
   EXPECT_EQ(config_file_name(s, "NVIDIA H200", Naming::sglang, true),

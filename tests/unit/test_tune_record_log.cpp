@@ -154,10 +154,16 @@ TEST(RecordLog, ResumeRefusesAForeignHeader) {
   other_kernel.provenance.kernel_source_hash = "def456";
   EXPECT_EQ(field_of([&] { run_tune(other_kernel, ev, quiet); }), "resume.kernel_source_hash");
   TuneOptions other_device = o;
-  other_device.provenance.device_name = "NVIDIA H200 NVL";
+  other_device.provenance.device_name = "NVIDIA H100 80GB HBM3";
   // Another device writes another file name; point it at the same log by copying.
   std::filesystem::copy_file(log_path(o), log_path(other_device));
   EXPECT_EQ(field_of([&] { run_tune(other_device, ev, quiet); }), "resume.device");
+  // The H200 family shares the servers' file name (NVIDIA_H200), so an H200 NVL finds the
+  // H200's log itself; its header still names the H200, and the resume is refused.
+  TuneOptions nvl = o;
+  nvl.provenance.device_name = "NVIDIA H200 NVL";
+  ASSERT_EQ(log_path(nvl), log_path(o));
+  EXPECT_EQ(field_of([&] { run_tune(nvl, ev, quiet); }), "resume.device");
   std::filesystem::remove_all(out);
 }
 
