@@ -78,7 +78,7 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
   moe::BenchOptions opts = bench_options(o.measure);  // parses --batch before any GPU work
   Tables a = tables_of(o.config);
   std::optional<Tables> b;
-  if (given(o.vs.opt)) b = read_tables(o.vs.file);
+  if (given(o.vs.opt)) b = read_tables(o.vs.file, "vs");
   Target t = resolve_local_target(g);
   add_measured_ceilings(o.measure, opts);
   const FusedMoeOptions fo = fused_moe_options(o.measure);

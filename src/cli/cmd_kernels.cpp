@@ -44,7 +44,8 @@ int run_kernels(const GlobalOptions& g, const KernelsOptions& o) {
       throw InputError("arch", o.arch, "expected an NVRTC target such as sm_80, sm_89, sm_90a");
     }
     arch = o.arch;
-  } else if (g.given("gpu") || o.compile_only) {
+    if (g.given("gpu")) (void)resolve_gpu(g);  // a misspelt --gpu is still bad input
+  } else if (g.given("gpu") || o.compile_only || o.list) {
     arch = resolve_gpu(g).arch();  // --gpu's, the local GPU's, or the fallback's
   } else {
     arch = resolve_local_gpu(g).arch();

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.hpp"
@@ -79,6 +80,27 @@ std::string duration_text(double s) {
   return fmt::format("{:.1f} h", s / 3600);
 }
 
+// --out must be a folder that exists or can be made: checked before any work, so that neither a
+// dry run nor a sweep (which creates it only when it starts) goes on with a path it cannot write.
+void check_out_dir(const std::string& out) {
+  namespace fs = std::filesystem;
+  if (out.empty()) throw InputError("out", "\"\"", "an empty path: name a folder");
+  std::error_code ec;
+  fs::path p = fs::absolute(out, ec);
+  if (ec) throw InputError("out", out, "not a usable path: " + ec.message());
+  while (!fs::exists(p, ec)) {  // the nearest part of the path that exists
+    const fs::path parent = p.parent_path();
+    if (parent == p) break;
+    p = parent;
+  }
+  if (!fs::is_directory(p, ec)) {
+    throw InputError("out", out, fmt::format("{} is a file, not a folder", p.string()));
+  }
+  if (::access(p.c_str(), W_OK) != 0) {
+    throw InputError("out", out, fmt::format("cannot write to {}", p.string()));
+  }
+}
+
 // Everything but the shape and GPU, from the flags; InputError on junk.
 tune::TuneOptions tune_options(const GlobalOptions& g, const TuneCliOptions& o) {
   tune::TuneOptions t;
@@ -97,6 +119,7 @@ tune::TuneOptions tune_options(const GlobalOptions& g, const TuneCliOptions& o) 
   } else {
     throw InputError("naming", o.naming, "expected sglang or vllm");
   }
+  check_out_dir(o.out);
   t.out_dir = o.out;
   t.exhaustive = o.exhaustive;
   t.resume = o.resume;
@@ -124,7 +147,7 @@ int run_dry(const GlobalOptions& g, tune::TuneOptions& t) {
     return 0;
   }
   fmt::print("tune plan (dry run, nothing measured): {} on {}\n", shape_title(t.shape), t.gpu.name);
-  fmt::print("tables: {}\n",
+  fmt::print("tables: {} (moetune's kernel: not for a server's config folder)\n",
              (t.out_dir / config_file_name(t.shape, t.gpu.name, t.naming)).string());
   // The M column widens for batch sizes past 6 digits (e.g. a 10,000,000-token plan).
   std::size_t wm = 6;
@@ -249,6 +272,7 @@ int run_sweep(const GlobalOptions& g, const TuneCliOptions& o, tune::TuneOptions
 int run_tune_command(const GlobalOptions& g, const TuneCliOptions& o) {
   tune::TuneOptions t = tune_options(g, o);
   t.shape = resolve_shape(g);
+  if (g.given("gpu")) (void)require_gpu(g.gpu);  // a misspelt --gpu is bad input, GPU or not
   if (!o.dry_run) {
     std::string why;
     if (!cuda::gpu_available(&why)) {

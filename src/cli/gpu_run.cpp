@@ -5,21 +5,28 @@
 #include <filesystem>
 
 #include "bench/ceilings.hpp"
+#include "moetune/error.hpp"
 
 namespace moetune::cli {
 
-Tables read_tables(const std::string& file) {
-  Tables t;
-  t.label = std::filesystem::path(file).filename().string();
-  t.up = to_table(read_config_table(file));
-  std::string stem = file;
-  if (stem.ends_with(".json")) stem.resize(stem.size() - 5);
-  const std::string down = stem + "_down.json";
-  if (!stem.ends_with("_down") && std::filesystem::exists(down)) {
-    t.down = to_table(read_config_table(down));
-    fmt::print(stderr, "moetune: note: down table {}\n", down);
+Tables read_tables(const std::string& file, const std::string& field) {
+  try {
+    Tables t;
+    t.label = std::filesystem::path(file).filename().string();
+    t.up = to_table(read_config_table(file));
+    std::string stem = file;
+    if (stem.ends_with(".json")) stem.resize(stem.size() - 5);
+    const std::string down = stem + "_down.json";
+    if (!stem.ends_with("_down") && std::filesystem::exists(down)) {
+      t.down = to_table(read_config_table(down));
+      fmt::print(stderr, "moetune: note: down table {}\n", down);
+    }
+    return t;
+  } catch (const InputError& e) {
+    // The table reader names its input "config"; say which option it came from (--vs).
+    if (e.field() != "config" || field == "config") throw;
+    throw InputError(field, e.value(), e.reason());
   }
-  return t;
 }
 
 Commands tables_command(CLI::App& app, const std::string& name, const std::string& description,

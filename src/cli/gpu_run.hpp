@@ -16,7 +16,7 @@ struct Tables {
   std::string label;     // "default" or the file name
 };
 // FILE as the up table; "<FILE without .json>_down.json" as the down table when it exists.
-Tables read_tables(const std::string& file);
+Tables read_tables(const std::string& file, const std::string& field = "config");
 
 // --config FILE (or --vs FILE2).
 struct ConfigCliOption {

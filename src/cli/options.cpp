@@ -11,6 +11,7 @@
 #include "cuda/driver.hpp"
 #include "moetune/dtype.hpp"
 #include "moetune/error.hpp"
+#include "moetune/tuner.hpp"
 
 namespace moetune::cli {
 
@@ -55,17 +56,13 @@ int parse_positive_int(const std::string& field, const std::string& text) {
 }
 
 std::vector<int> parse_batch_list(const std::string& field, const std::string& text) {
-  std::vector<int> out;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = text.find(',', start);
-    std::string item =
-        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    out.push_back(parse_positive_int(field, item));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  // One parser for every command's --batch (tune's: sorted, unique, the same messages).
+  try {
+    return tune::parse_batch_list(text);
+  } catch (const InputError& e) {
+    if (field == "batch") throw;
+    throw InputError(field, e.value(), e.reason());
   }
-  return out;
 }
 
 std::string parse_dtype_option(const std::string& text) {
@@ -142,6 +139,8 @@ GpuSpec resolve_gpu(const GlobalOptions& g) {
 }
 
 GpuSpec resolve_local_gpu(const GlobalOptions& g) {
+  // A misspelt --gpu is bad input (exit 2) with or without a GPU here.
+  if (g.given("gpu")) (void)require_gpu(g.gpu);
   cuda::require_gpu();
   cuda::DeviceInfo info = cuda::query_device(0);
   const GpuSpec* known = find_gpu(info.name);

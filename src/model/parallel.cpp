@@ -37,11 +37,15 @@ void check_block_divisible(const MoeShape& shape, const GlobalSizes& sizes) {
   const auto [block_n, block_k] = *shape.block_shape;
   const std::string block = fmt::format("[{}, {}]", block_n, block_k);
   if (shape.N % block_n != 0) {
-    // With TP the split is at fault; without it the block does not fit the model.
-    const bool split = shape.tp > 1;
+    // Blame what the user can change: the TP split when the whole size divides; else an
+    // overridden intermediate size (--intermediate); else the block.
+    const bool split = shape.tp > 1 && sizes.intermediate.value % block_n == 0;
+    const bool flag = sizes.intermediate.from.starts_with("--");
     throw InputError(
-        split ? "tp" : "block-shape",
-        split ? std::to_string(shape.tp) : fmt::format("{},{}", block_n, block_k),
+        split ? "tp" : (flag ? sizes.intermediate.from.substr(2) : "block-shape"),
+        split  ? std::to_string(shape.tp)
+        : flag ? std::to_string(sizes.intermediate.value)
+               : fmt::format("{},{}", block_n, block_k),
         fmt::format("per-rank N {} ({} {} / tp {}) is not divisible by the fp8 block_n {} of "
                     "block_shape {}",
                     shape.N, sizes.intermediate.from, sizes.intermediate.value, shape.tp, block_n,

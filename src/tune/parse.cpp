@@ -118,6 +118,12 @@ std::vector<int> parse_batch_list(std::string_view text) {
     const PositiveInt v = read_positive_int(part);
     if (v.problem != nullptr)
       throw InputError("batch", value, fmt::format("\"{}\": {}", trim(part), v.problem));
+    if (v.value > kMaxBatch) {
+      throw InputError("batch", value,
+                       fmt::format("\"{}\": above {} tokens (the kernels' token-slot ids are "
+                                   "int32: M * topk must stay below 2^31)",
+                                   trim(part), kMaxBatch));
+    }
     out.push_back(v.value);
   }
   std::sort(out.begin(), out.end());

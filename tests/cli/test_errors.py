@@ -81,6 +81,35 @@ class BadInput(CliTestCase):
                         if r.code == EXIT_BAD_INPUT:
                             self.assertOneErrorLine(r, EXIT_BAD_INPUT)
 
+    def test_bad_input_wins_over_a_missing_gpu(self):
+        # Exit 2 naming the option, before the GPU check (this machine may have none).
+        import os, tempfile
+        with tempfile.TemporaryDirectory() as d:
+            afile = os.path.join(d, "afile")
+            open(afile, "w").close()
+            cases = [
+                (["bench", "--gpu", "nonsense"], ["gpu=nonsense"]),
+                (["profile", "--gpu", "nonsense"], ["gpu=nonsense"]),
+                (["check", "--gpu", "nonsense"], ["gpu=nonsense"]),
+                (["tune", "--gpu", "nonsense"], ["gpu=nonsense"]),
+                (["roofline", "--measured-ceilings", "--gpu", "nonsense"], ["gpu=nonsense"]),
+                (["kernels", "--compile-only", "--arch", "sm_90a", "--gpu", "nonsense"],
+                 ["gpu=nonsense"]),
+                (["tune", "--dry-run", "--out", afile], ["out=", "not a folder"]),
+                (["tune", "--out", afile], ["out=", "not a folder"]),
+                (["tune", "--dry-run", "--out", os.path.join(afile, "sub")], ["out=", "not a folder"]),
+                (["tune", "--dry-run", "--out", ""], ["out=", "empty"]),
+                (["bench", "--vs", os.path.join(d, "missing.json")], ["vs=", "missing.json"]),
+                (["shapes", "--model", "qwen3-235b-a22b-fp8", "--tp", "4", "--block-shape", "100,128"],
+                 ["block-shape=100,128"]),
+                (["shapes", "--model", "qwen3-235b-a22b-fp8", "--tp", "4", "--intermediate", "100"],
+                 ["intermediate=100"]),
+            ]
+            for args, words in cases:
+                with self.subTest(args=args):
+                    self.assertOneErrorLine(run(*args), EXIT_BAD_INPUT, *words)
+            self.assertEqual(os.listdir(d), ["afile"])  # nothing written
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -90,5 +90,22 @@ TEST(Parallel, Fp8BlockMustDivideNAndKWithoutTp) {
   EXPECT_NE(k.reason().find("K 2880"), std::string::npos) << k.reason();
 }
 
+// With TP, the split is blamed only when the whole size divides; an overridden size or the
+// block otherwise (what the user can change).
+TEST(Parallel, Fp8BlockRefusalNamesWhatTheUserCanChange) {
+  ModelOptions o = par(4, 1);
+  o.block_shape = std::array<int, 2>{100, 128};  // 1536 % 100 != 0: the block, not --tp
+  const InputError b =
+      input_error([&] { parse_hf_config(model_config("qwen3-235b-a22b-fp8.json"), o); });
+  EXPECT_EQ(b.field(), "block-shape");
+  EXPECT_EQ(b.value(), "100,128");
+  o = par(4, 1);
+  o.intermediate = 100;  // --intermediate 100 (N 25 at TP 4): the override
+  const InputError i =
+      input_error([&] { parse_hf_config(model_config("qwen3-235b-a22b-fp8.json"), o); });
+  EXPECT_EQ(i.field(), "intermediate");
+  EXPECT_EQ(i.value(), "100");
+}
+
 }  // namespace
 }  // namespace moetune

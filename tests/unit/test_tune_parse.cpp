@@ -49,6 +49,8 @@ TEST(ParseBatchList, SaysWhichItemAndWhy) {
   EXPECT_NE(why("1,abc").find("\"abc\": expected a positive integer"), std::string::npos);
   EXPECT_NE(why("99999999999999999999").find("out of range"), std::string::npos);
   EXPECT_NE(why("3000000000").find("out of range"), std::string::npos) << why("3000000000");
+  EXPECT_NE(why("16777217").find("above 16777216 tokens"), std::string::npos) << why("16777217");
+  EXPECT_EQ(why("16777216"), "accepted");
 }
 
 TEST(ServingBatchSizes, PowersOfTwoAndEndpointsTimesTokensPerStep) {
