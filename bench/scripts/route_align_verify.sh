@@ -4,7 +4,7 @@
 #   .devbin/$BASE/moetune                      the build to compare against (default main)
 #   .devbin/$NEW/{moetune,gpu_test_moe_pdl}    this branch (bench/scripts/pdl_build_devbin.sh)
 # Steps: gpu_test_moe_pdl (PDL on/off bit-identical; a split-K layer on a poisoned workspace at
-# M = 64, 1, 8: the fused kernel must zero the counters as the alignment does); moetune check on
+# M = 64, 1, 4, 5, 8: the fused kernel must zero the counters as the alignment does); moetune check on
 # both sides of the bound (every stage and the layer against the fp64 reference; stage rows
 # print only when they fail); bench A/B at M = 1, 2, 4, 8, 9 (fp8 default model, DeepSeek-V3
 # with grouped routing, Qwen bf16), BASE and NEW interleaved twice. Summary last.

@@ -1,7 +1,7 @@
 #!/bin/bash
 # One device call (about 2 minutes) for "no counter memset before a split-K GEMM in the layer"
-# (FusedMoe sets workspace_counters_zeroed: the workspace contract already asks the caller to
-# zero it once). Carry .devbin with two builds:
+# (the alignment zeroes this call's split-K counters, FusedMoe sets workspace_counters_zeroed, and
+# the split-K GEMM stays a PDL launch). Carry .devbin with two builds:
 #   .devbin/main/moetune                          main (before)
 #   .devbin/skpdl/{moetune,gpu_test_moe_pdl}      this branch (bench/scripts/pdl_build_devbin.sh)
 # Steps: gpu_test_moe_pdl (bit-identical outputs with and without PDL, split-K cases included),
@@ -21,9 +21,11 @@ step() {  # step NAME SECONDS command...
 step test_pdl 90 .devbin/skpdl/gpu_test_moe_pdl --gtest_color=no
 step check 90 .devbin/skpdl/moetune check --batch 1,3,8,64 --configs 2 --layer-only
 for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model qwen3.5-122b-a10b --tp 4"; do
-  for side in main skpdl main skpdl; do
-    # shellcheck disable=SC2086
-    step "bench_${side}_$(echo $model | tr -c 'a-z0-9' _)" 30 ".devbin/$side/moetune" bench $model --batch 1,8,64
+  for run in 1 2; do  # interleaved; each run keeps its own file
+    for side in main skpdl; do
+      # shellcheck disable=SC2086
+      step "bench_${side}_$(echo $model | tr -c 'a-z0-9' _)_$run" 30 ".devbin/$side/moetune" bench $model --batch 1,8,64
+    done
   done
 done
 grep -E "^(ok|FAIL|timing)|\[  (FAILED|PASSED) " "$out/test_pdl.txt"

@@ -143,7 +143,8 @@ class FusedMoe {
   // Scratch for any M <= max_M (no GPU needed).
   std::size_t workspace_bytes(std::int64_t max_M) const;
   MoeWorkspaceLayout workspace_layout(std::int64_t M) const;
-  // Zero-fills a workspace on `stream` (once, before its first use).
+  // Zero-fills a workspace on `stream`. Not needed (each call zeroes what it uses; see the
+  // workspace contract above); kept for callers that want a defined initial state.
   static void init_workspace(void* workspace, std::size_t bytes, CUstream stream);
 
   // Compiles (NVRTC, disk cache) and loads every kernel that a call with M <= max_M can use.

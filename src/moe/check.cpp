@@ -345,12 +345,10 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         cuda::DeviceBuffer d_hidden = upload(hidden), d_logits = upload(logits);
         cuda::DeviceBuffer ws(std::max<std::size_t>(L.total, 256));
         cuda::DeviceBuffer d_out(std::size_t(M) * s.K * 2);
-        // Poison every output, then zero the split-K counters (the GEMM's contract).
+        // Poison every output and the whole workspace: the call's alignment (or routing+align)
+        // must zero the split-K counters itself, as the FusedMoe contract says.
         ws.fill_u8(0xFF);
         d_out.fill_u8(0xFF);
-        if (L.gemm_up_bytes > 0) MOETUNE_CU(cuMemsetD8, ws.ptr() + L.gemm_up, 0, L.gemm_up_bytes);
-        if (L.gemm_down_bytes > 0)
-          MOETUNE_CU(cuMemsetD8, ws.ptr() + L.gemm_down, 0, L.gemm_down_bytes);
 
         MoeInputs in;
         in.M = M;

@@ -129,7 +129,9 @@ TEST_F(MoePdlGpu, OutputsBitIdenticalSplitK) {
 // zeroed workspace.
 TEST_F(MoePdlGpu, SplitKOnAPoisonedWorkspace) {
   const MoeShape f8 = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
-  FusedMoe fm(f8, local_gpu(), ConfigTable{{1, KernelConfig{16, 64, 128, 1, 4, 3, 2}}}, {});
+  // Both GEMMs split (GEMM2's counters are the alignment's second range).
+  FusedMoe fm(f8, local_gpu(), ConfigTable{{1, KernelConfig{16, 64, 128, 1, 4, 3, 2}}},
+              ConfigTable{{1, KernelConfig{16, 64, 64, 1, 4, 3, 2}}});
   fm.prepare(64);
   cuda::Stream stream;
   BenchData d;
