@@ -12,7 +12,8 @@ Per (M, GEMM): the winner's median and the best median, both taken from the exha
 candidates follow the exhaustive GEMM1 winner's BLOCK_SIZE_M, which may differ) the winner's
 median from the tuned run's own log, marked "cross-run". A batch size the exhaustive run did not
 finish (its sidecar's flag: interrupted or not reached; a run stopped at a deadline) is printed
-marked "partial" and left out of the verdict: its best may be among the configs not yet timed.
+marked "partial" and left out of the verdict: its best may be among the configs not yet timed;
+without a sidecar (a run killed before it wrote any) no batch size counts as finished.
 Exit 0 when every finished ratio <= limit, 1 when one is above, 3 when no batch size is finished
 yet, 2 on bad input (one line naming what is wrong).
 """
@@ -65,11 +66,11 @@ def tables(folder):
 
 
 def finished(folder):
-    """{M: finished?} from the run's GEMM1 sidecar (<name>.meta.json); None when it has none."""
+    """{M: finished?} from the run's GEMM1 sidecar (<name>.meta.json); {} when it has none."""
     metas = [p for p in glob.glob(os.path.join(glob.escape(folder), "*.meta.json"))
              if not p.endswith("_down.meta.json")]
     if not metas:
-        return None
+        return {}
     if len(metas) != 1:
         fail(f"{folder}: expected one sidecar, found {len(metas)}")
     try:
@@ -85,18 +86,21 @@ def medians(folder):
     path = one(os.path.join(glob.escape(folder), "*.tune.jsonl"), folder)
     best = {}
     with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except ValueError:
-                fail(f"{path}:{n}: not JSON")
-            if r.get("type") != "measure" or r.get("status") != "ok":
-                continue
-            k = (int(r["M"]), r["stage"], key(r["config"]))
-            if k not in best or r.get("n", 0) >= best[k][0]:
-                best[k] = (r.get("n", 0), float(r["median_us"]))
+        lines = f.readlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+        except ValueError:
+            if n == len(lines) and not line.endswith("\n"):
+                continue  # the last record of a killed run, half written (--resume skips it too)
+            fail(f"{path}:{n}: not JSON")
+        if r.get("type") != "measure" or r.get("status") != "ok":
+            continue
+        k = (int(r["M"]), r["stage"], key(r["config"]))
+        if k not in best or r.get("n", 0) >= best[k][0]:
+            best[k] = (r.get("n", 0), float(r["median_us"]))
     return {k: v[1] for k, v in best.items()}
 
 
@@ -120,13 +124,14 @@ def main(argv):
     ex = medians(ex_dir)
     ex_ms = sorted({m for (m, _, _) in ex})
     if not ex_ms:
-        fail(f"{ex_dir}: no ok measurement in the exhaustive log")
-    done = finished(ex_dir)  # None: no sidecar, every M counts
+        print(f"{ex_dir}: no ok measurement in the exhaustive log yet: nothing to judge yet")
+        return 3
+    done = finished(ex_dir)
     print("| M | GEMM | winner | winner µs | exhaustive best | best µs | ratio | source |")
     print("|---|---|---|---|---|---|---|---|")
     worst, judged, partial = 0.0, 0, []
     for m in ex_ms:
-        whole = done is None or done.get(m, False)
+        whole = done.get(m, False)
         if not whole:
             partial.append(m)
         for stage in ("up", "down"):
@@ -146,10 +151,12 @@ def main(argv):
             ratio = wv / cands[b]
             if whole:
                 worst, judged = max(worst, ratio), judged + 1
+                mark = "" if ratio <= limit else " **over**"
             else:
                 src += f"; partial: {len(cands)} configs timed"
+                mark = " (not judged)"
             print(f"| {m} | {stage} | {text(w)} | {wv:.2f} | {text(b)} | {cands[b]:.2f} | "
-                  f"{ratio:.3f}{'' if ratio <= limit else ' **over**'} | {src} |")
+                  f"{ratio:.3f}{mark} | {src} |")
     if partial:
         print(f"not finished by the exhaustive run (not judged): M = {', '.join(map(str, partial))}")
     if judged == 0:

@@ -15,8 +15,11 @@
 #      QUALITY_BATCH (default 1,64,1024), QUALITY_WORK (default $OUT), QUALITY_DEADLINE_S
 #      (stop the tune runs after this many seconds, SIGTERM: they write what is finished),
 #      QUALITY_SEED (a runs.tar.gz of an earlier call, unpacked into an empty QUALITY_WORK).
-# Exit: tune_quality.py's (0 all within the limit, 1 one above), 3 when the deadline came first,
-#       a tune run's own exit status when it failed otherwise.
+# Exit: 0 every finished winner within the limit, 1 one above (tune_quality.py), 2 bad input
+#       (QUALITY_SEED cannot be unpacked or QUALITY_WORK holds something else; the comparison's
+#       own bad input), 3 when the deadline came first, 4 when both runs ended but no batch size
+#       is finished (e.g. a --budget left them all "not reached"), a tune run's own exit status
+#       when it failed otherwise.
 set -uo pipefail
 bin=${MOETUNE_BIN:-.devbin/moetune}
 out=${OUT:-$PWD/tune_quality_out}
@@ -26,9 +29,15 @@ deadline=${QUALITY_DEADLINE_S:-86400}
 export MOETUNE_CACHE_DIR=${MOETUNE_CACHE_DIR:-/tmp/moetune_quality_cache}
 mkdir -p "$out" "$work"
 t_start=$(date +%s)
-if [ -n "${QUALITY_SEED:-}" ] && [ ! -f "$work/runs.txt" ]; then
-  tar -xzf "$QUALITY_SEED" -C "$work" || { echo "QUALITY_SEED: cannot unpack $QUALITY_SEED"; exit 2; }
-  echo "seeded $work from $QUALITY_SEED" | tee -a "$work/runs.txt"
+if [ -n "${QUALITY_SEED:-}" ]; then
+  if [ -f "$work/runs.txt" ]; then
+    echo "QUALITY_SEED ignored: $work already holds runs (continuing those)"
+  elif [ -n "$(ls -A "$work")" ]; then
+    echo "QUALITY_SEED: $work is not empty; seed into an empty QUALITY_WORK"; exit 2
+  else
+    tar -xzf "$QUALITY_SEED" -C "$work" || { echo "QUALITY_SEED: cannot unpack $QUALITY_SEED"; exit 2; }
+    echo "seeded $work from $QUALITY_SEED" | tee -a "$work/runs.txt"
+  fi
 fi
 
 # run NAME [tune args...]: one tune run into $work/NAME, resumed if an earlier call left its log.
@@ -75,3 +84,6 @@ if [ ! -f "$work/tuned.done" ]; then run tuned "$@" || stopped tuned $?; fi
 if [ ! -f "$work/exhaustive.done" ]; then run exhaustive --exhaustive "$@" || stopped exhaustive $?; fi
 collect
 compare
+rc=$?
+((rc == 3)) && exit 4  # nothing finished to judge (3 here means the deadline)
+exit "$rc"

@@ -20,8 +20,12 @@ def cfg(bm, bn, sk=1):
     return c
 
 
-def write_run(folder, up=None, down=None, measures=()):
+def write_run(folder, up=None, down=None, measures=(), finished=None):
+    """A tune --out folder; `finished`: {M: sidecar flag} of an exhaustive run (its sidecar)."""
     os.makedirs(folder)
+    if finished is not None:
+        with open(os.path.join(folder, NAME + ".meta.json"), "w") as f:
+            json.dump({"entries": {str(m): {"flag": fl} for m, fl in finished.items()}}, f)
     if up is not None:
         with open(os.path.join(folder, NAME + ".json"), "w") as f:
             json.dump({str(m): c for m, c in up.items()}, f)
@@ -52,7 +56,8 @@ class TuneQuality(unittest.TestCase):
     def folders(self, ex_measures, tuned_measures=()):
         tuned, ex = os.path.join(self.d, "tuned"), os.path.join(self.d, "ex")
         write_run(tuned, up={1: cfg(16, 64, 8)}, down={1: cfg(16, 64)}, measures=tuned_measures)
-        write_run(ex, measures=ex_measures)
+        write_run(ex, measures=ex_measures,
+                  finished={m: "tuned" for m, _, _, _, _ in ex_measures})
         return tuned, ex
 
     def test_within_limit_passes_and_reads_both_gemms(self):
@@ -113,7 +118,7 @@ class TuneQuality(unittest.TestCase):
         r = run(tuned, ex)
         self.assertEqual(r.returncode, 0, r.stdout)
         self.assertIn("| 64 | up | m16n64k128_g1_w4_s3_sk1 | 30.00 | m32n64k128_g1_w4_s3_sk1 | 20.00 | "
-                      "1.500 **over** | exhaustive run; partial: 2 configs timed |", r.stdout)
+                      "1.500 (not judged) | exhaustive run; partial: 2 configs timed |", r.stdout)
         self.assertIn("not judged): M = 64", r.stdout)
         self.assertIn("worst ratio 1.000 over the finished batch sizes", r.stdout)
         flags("within noise", "tuned")  # both finished: M=64's 1.5 now counts
@@ -127,6 +132,29 @@ class TuneQuality(unittest.TestCase):
         r = run(tuned, ex)
         self.assertEqual(r.returncode, 2)
         self.assertIn("not a tune sidecar", r.stderr)
+
+    def test_a_run_killed_before_its_sidecar_judges_nothing(self):
+        # Killed (TERM, then KILL) before it wrote tables: no sidecar, a half-written last record.
+        tuned, ex = os.path.join(self.d, "tuned"), os.path.join(self.d, "ex")
+        write_run(tuned, up={1: cfg(16, 64, 8)}, down={1: cfg(16, 64)})
+        write_run(ex, measures=[(1, "up", cfg(16, 64, 8), 10.0, 8), (1, "up", cfg(16, 128), 5.0, 8)])
+        with open(os.path.join(ex, NAME + ".tune.jsonl"), "a") as f:
+            f.write('{"type": "measure", "status": "o')
+        r = run(tuned, ex)
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("2.000 (not judged)", r.stdout)
+        self.assertIn("nothing to judge yet", r.stdout)
+        with open(os.path.join(ex, NAME + ".tune.jsonl"), "a") as f:
+            f.write('\n{"type": "header"}\n')  # the broken line is no longer the last: an error
+        r = run(tuned, ex)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not JSON", r.stderr)
+
+    def test_a_log_with_no_measurement_yet_is_nothing_to_judge(self):
+        tuned, ex = self.folders([])
+        r = run(tuned, ex)
+        self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+        self.assertIn("nothing to judge yet", r.stdout)
 
     def test_bad_input_is_one_line_and_exit_2(self):
         tuned, ex = self.folders([(1, "up", cfg(16, 64, 8), 10.0, 8)])
