@@ -128,7 +128,8 @@ struct TunePlan {
   nlohmann::json shape;
   std::vector<int> batch;
   std::vector<PlanRow> rows;
-  double estimated_seconds = 0;
+  double estimated_seconds = 0;  // capped at --budget
+  double needed_seconds = 0;     // the whole sweep, uncapped (> estimated: the budget cuts it)
 };
 // Prunes one stage at M. `up_block_m` restricts down's BLOCK_SIZE_M (one alignment).
 StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage,

@@ -157,10 +157,17 @@ int run_dry(const GlobalOptions& g, tune::TuneOptions& t) {
     fmt::print("{:>{}}  {:>7}  {:>10}  {:>9}  {}\n", r.M, wm, r.space, r.candidates,
                duration_text(r.estimated_s), pruned_text(r.pruned));
   }
+  std::string budget;
+  if (t.budget_s > 0) {
+    budget = p.needed_seconds > t.budget_s
+                 ? fmt::format(" (budget {}: the whole sweep needs about {}; the batch sizes "
+                               "not reached keep the default)",
+                               duration_text(t.budget_s), duration_text(p.needed_seconds))
+                 : fmt::format(" (budget {})", duration_text(t.budget_s));
+  }
   fmt::print("estimated: {} for {} batch size{} on {} GPU(s){}\n",
              duration_text(p.estimated_seconds), p.batch.size(), p.batch.size() == 1 ? "" : "s",
-             t.gpus,
-             t.budget_s > 0 ? fmt::format(" (budget {})", duration_text(t.budget_s)) : "");
+             t.gpus, budget);
   return 0;
 }
 

@@ -117,6 +117,7 @@ TunePlan plan(const TuneOptions& opts) {
   }
   // Batch sizes run in parallel on the GPUs.
   p.estimated_seconds /= std::max(1, std::min<int>(opts.gpus, int(p.batch.size())));
+  p.needed_seconds = p.estimated_seconds;
   if (opts.budget_s > 0) p.estimated_seconds = std::min(p.estimated_seconds, opts.budget_s);
   return p;
 }

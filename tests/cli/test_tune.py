@@ -78,6 +78,16 @@ class DryRun(CliTestCase):
         self.assertExit(r, EXIT_OK)
         self.assertIn("estimated", r.out)
 
+    def test_a_budget_below_the_sweep_says_so(self):
+        r = run("tune", "--dry-run", "--batch", "1,64,4096", "--gpu", "H200", "--budget", "10s")
+        self.assertExit(r, EXIT_OK)
+        self.assertIn("estimated: 10 s for 3 batch sizes", r.out)
+        self.assertIn("the whole sweep needs about", r.out)
+        self.assertIn("keep the default", r.out)
+        r = run("tune", "--dry-run", "--batch", "1", "--gpu", "H200", "--budget", "2h")
+        self.assertIn("(budget 2.0 h)", r.out)
+        self.assertNotIn("needs about", r.out)
+
     def test_dry_run_writes_nothing(self):
         with tempfile.TemporaryDirectory() as d:
             r = run("tune", "--dry-run", "--batch", "1", "--gpu", "H200", "--out", d)
