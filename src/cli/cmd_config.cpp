@@ -39,7 +39,19 @@ std::string config_text(const KernelConfig& c) {
   return t;
 }
 
+// The model options do not choose anything here (the table's file names the shape), but a bad
+// value is still bad input: checked as every other command checks them, then not used.
+void check_model_options(const GlobalOptions& g) {
+  for (const char* name : {"model", "tp", "ep", "experts", "topk", "intermediate", "hidden"}) {
+    if (g.given(name)) {
+      (void)resolve_shape(g);
+      return;
+    }
+  }
+}
+
 int run_lookup(const GlobalOptions& g, const ConfigOptions& o) {
+  check_model_options(g);
   const int M = parse_positive_int("batch", o.batch);
   ConfigTable table = to_table(read_table_noting_skips(o.file));
   const int key = nearest_key(table, M);
@@ -113,6 +125,12 @@ ResolvedTarget validation_target(const GlobalOptions& g, const std::string& file
     r.dtype = Dtype::bf16;
     r.from = "the default";
   }
+  if (flag_block && r.dtype != Dtype::fp8_w8a8) {
+    throw InputError("block-shape", g.block_shape,
+                     fmt::format("a block shape applies to fp8_w8a8 weights only; the table is "
+                                 "{} (from {})",
+                                 to_string(r.dtype), r.from));
+  }
   if (r.dtype != Dtype::fp8_w8a8) r.block_shape.reset();
   if (!g.given("gpu") && !hints.device.empty() && find_gpu(hints.device) != nullptr) {
     r.gpu = *find_gpu(hints.device);
@@ -143,6 +161,7 @@ std::optional<Sibling> sibling_of(const std::string& file) {
 constexpr std::string_view kSharedAlignmentRule = "up and down share one alignment";
 
 int run_validate(const GlobalOptions& g, const ConfigOptions& o) {
+  check_model_options(g);
   ParsedTable table = read_table_noting_skips(o.file);
   ResolvedTarget rt = validation_target(g, o.file);
   ValidationTarget target{rt.dtype, rt.block_shape, &rt.gpu};

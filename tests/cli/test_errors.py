@@ -1,7 +1,12 @@
 """Bad input: exit 2 and one stderr line naming the value; never a crash or a traceback."""
 import unittest
 
+import os
+
 from moetune_cli import EXIT_BAD_INPUT, EXIT_OK, CliTestCase, run
+
+TABLE_18 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "cases",
+                        "config_table_18.json")
 
 
 class BadInput(CliTestCase):
@@ -104,6 +109,11 @@ class BadInput(CliTestCase):
                  ["block-shape=100,128"]),
                 (["shapes", "--model", "qwen3-235b-a22b-fp8", "--tp", "4", "--intermediate", "100"],
                  ["intermediate=100"]),
+                # config: the model options choose nothing there, but are checked all the same
+                (["config", "validate", TABLE_18, "--tp", "0"], ["tp=0"]),
+                (["config", "lookup", TABLE_18, "--batch", "8", "--model", "nope"], ["model=nope"]),
+                (["config", "validate", TABLE_18, "--block-shape", "128,128", "--gpu", "H200"],
+                 ["block-shape=128,128", "fp8_w8a8"]),
             ]
             for args, words in cases:
                 with self.subTest(args=args):
