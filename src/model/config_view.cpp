@@ -30,8 +30,9 @@ const json* walk(const json& scope, std::string_view path) {
   return node->is_null() ? nullptr : node;
 }
 
+// The offending JSON as written (a string keeps its quotes: "4096" is not 4096).
 [[noreturn]] void bad_field(const Field& f, const ConfigView& view, std::string_view expected) {
-  throw InputError(f.path, value_text(*f.value),
+  throw InputError(f.path, json_excerpt(*f.value),
                    fmt::format("must be {} (in {})", expected, view.label()));
 }
 

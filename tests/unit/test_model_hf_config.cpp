@@ -198,7 +198,8 @@ TEST(HfConfig, BadSizesNameTheJsonField) {
   }
   json c = tiny();
   c["hidden_size"] = "4096";
-  EXPECT_EQ(input_error([&] { parse_hf_config(c, {}); }).value(), "4096");
+  // Quoted as written: `hidden_size=4096: must be an integer` would read as a valid value.
+  EXPECT_EQ(input_error([&] { parse_hf_config(c, {}); }).value(), "\"4096\"");
   json nested = {{"text_config", tiny()}};
   nested["text_config"]["hidden_size"] = "x";
   EXPECT_EQ(input_error([&] { parse_hf_config(nested, {}); }).field(), "text_config.hidden_size");
