@@ -235,9 +235,12 @@ int run_validate(const GlobalOptions& g, const ConfigOptions& o) {
                one_line(v.limit), one_line(v.rule));
   }
   if (ok) {
-    fmt::print("all {} entries valid\n", table.entries.size());
+    fmt::print("{}\n", table.entries.size() == 1 ? std::string("the 1 entry is valid")
+                                                  : fmt::format("all {} entries valid",
+                                                                table.entries.size()));
   } else {
-    fmt::print("{} of {} entries rejected\n", rejected, table.entries.size());
+    fmt::print("{} of {} entr{} rejected\n", rejected, table.entries.size(),
+               table.entries.size() == 1 ? "y" : "ies");
   }
   return ok ? 0 : kExitProblems;
 }

@@ -1,6 +1,9 @@
 // moetune roofline: per batch size, the hardware floor of one MoE layer call (DESIGN.md).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "bench/ceilings.hpp"
@@ -56,12 +59,18 @@ int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
       "ceilings: {:.2f} TB/s, {:.1f} TFLOP/s dense {} ({})\n", c.bandwidth_Bps / 1e12,
       c.peak_flops / 1e12, to_string(t.shape.dtype),
       o.measured_ceilings ? "measured on this GPU: copy bandwidth, mma.sync peak" : "spec sheet");
-  fmt::print("{:>6}  {:>8}  {:>10}  {:>10}  {:>9}  {:>9}  {:>9}  {}\n", "M", "experts", "MB",
-             "GFLOP", "t_mem_us", "t_comp_us", "floor_us", "bound");
+  // Columns widen with the largest M (up to 2^24 tokens), as tune's plan does.
+  std::size_t wm = 6, wf = 10;
   for (const RooflineRow& r : rows) {
-    fmt::print("{:>6}  {:>8.2f}  {:>10.2f}  {:>10.3f}  {:>9.2f}  {:>9.2f}  {:>9.2f}  {}\n", r.M,
-               r.expected_experts, r.bytes / 1e6, r.flops / 1e9, r.t_mem_us, r.t_compute_us,
-               r.floor_us, r.bound);
+    wm = std::max(wm, std::to_string(r.M).size());
+    wf = std::max(wf, fmt::format("{:.3f}", r.flops / 1e9).size());
+  }
+  fmt::print("{:>{}}  {:>8}  {:>10}  {:>{}}  {:>9}  {:>9}  {:>9}  {}\n", "M", wm, "experts", "MB",
+             "GFLOP", wf, "t_mem_us", "t_comp_us", "floor_us", "bound");
+  for (const RooflineRow& r : rows) {
+    fmt::print("{:>{}}  {:>8.2f}  {:>10.2f}  {:>{}.3f}  {:>9.2f}  {:>9.2f}  {:>9.2f}  {}\n", r.M,
+               wm, r.expected_experts, r.bytes / 1e6, r.flops / 1e9, wf, r.t_mem_us,
+               r.t_compute_us, r.floor_us, r.bound);
   }
   if (crossover > 0) {
     fmt::print("compute-bound from M = {}\n", crossover);
