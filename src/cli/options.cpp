@@ -94,7 +94,18 @@ ModelOptions model_options(const GlobalOptions& g) {
 }
 
 MoeShape resolve_shape(const GlobalOptions& g) {
-  return load_model(model_name(g), model_options(g));
+  MoeShape s = load_model(model_name(g), model_options(g));
+  // The default model comes with its TP; an --ep on top is easy to misread as pure EP. Said
+  // once, and only for a shape that loaded (bad input stays one line).
+  static bool noted = false;
+  if (!g.given("model") && !g.given("tp") && s.ep > 1 && !noted) {
+    noted = true;
+    std::fprintf(stderr,
+                 "moetune: note: the default model runs at TP%d; --ep %d splits its experts on "
+                 "top of that (add --tp 1 for expert parallelism alone)\n",
+                 s.tp, s.ep);
+  }
+  return s;
 }
 
 namespace {

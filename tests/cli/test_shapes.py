@@ -57,6 +57,17 @@ class ShapesJson(CliTestCase):
                          "block_shape=[128, 128].json")
         self.assertEqual(r.err, "")  # --gpu given: no fallback note
 
+    def test_ep_on_the_default_model_notes_its_tp(self):
+        r = run("shapes", "--ep", "8", "--gpu", "H200")
+        self.assertExit(r, EXIT_OK)
+        self.assertIn("at TP4 EP8", r.out)
+        self.assertEqual(len(r.err_lines), 1, r)
+        self.assertIn("runs at TP4; --ep 8", r.err_lines[0])
+        for args in (["--ep", "8", "--tp", "1"], ["--model", "deepseek-v3", "--ep", "8"]):
+            self.assertEqual(run("shapes", "--gpu", "H200", *args).err_lines, [], args)
+        # A refused --ep stays one line (no note before the error).
+        self.assertOneErrorLine(run("shapes", "--ep", "3", "--gpu", "H200"), EXIT_BAD_INPUT, "ep=3")
+
     def test_preset_implies_tp1(self):
         r = run("shapes", "--json", "--model", "qwen3.5-122b-a10b-fp8", "--gpu", "H200")
         self.assertExit(r, EXIT_OK)
