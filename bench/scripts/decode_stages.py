@@ -13,85 +13,32 @@ timed), and the best median overall; medians are each config's record with the m
 per GEMM the stage count that was best for the default's tile at every (shape, M), or "none".
 Exit 0, or 2 on bad input (one line naming what is wrong).
 """
-import argparse
-import glob
-import json
 import os
-import sys
 
-KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages",
-        "SPLIT_K")
-
-
-def fail(msg):
-    print(f"decode_stages: error: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
-def key(cfg):
-    return tuple(int(cfg.get(k, 1 if k == "SPLIT_K" else -1)) for k in KEYS)
-
-
-def text(k):
-    return "m{}n{}k{}_g{}_w{}_s{}_sk{}".format(*k)
-
-
-def one(folder, pattern):
-    found = [p for p in sorted(glob.glob(os.path.join(glob.escape(folder), pattern)))]
-    if len(found) != 1:
-        fail(f"{folder}: expected one file matching {pattern}, found {len(found)}")
-    return found[0]
-
-
-def load_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        fail(f"{path}: {e}")
+from tune_logs import BadInput, OneLineParser, key, one, read_log, run_main, sidecar_entries, text
 
 
 def run_folder(folder):
     """(shape label, {(M, stage): default key}, {(M, stage, key): (median, n)})."""
-    log = one(folder, "*.tune.jsonl")
     down_meta = one(folder, "*_down.meta.json")
     up_meta = down_meta[: -len("_down.meta.json")] + ".meta.json"
     defaults = {}
     for stage, path in (("up", up_meta), ("down", down_meta)):
         try:
-            for m, e in load_json(path)["entries"].items():
-                defaults[(int(m), stage)] = key(e["default_config"])
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            fail(f"{path}: not a tune sidecar ({e})")
-    label, best = os.path.basename(os.path.normpath(folder)), {}
-    with open(log) as f:
-        lines = f.readlines()
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except ValueError:
-            if n == len(lines) and not line.endswith("\n"):
-                continue  # a killed run's half-written last record
-            fail(f"{log}:{n}: not JSON")
-        if r.get("type") == "header":
-            s = r.get("shape", {})
-            label = "E={} N={} K={} topk={} {}".format(s.get("E"), s.get("N"), s.get("K"),
-                                                       s.get("topk"), s.get("dtype"))
-        if r.get("type") != "measure" or r.get("status") != "ok":
-            continue
-        k = (int(r["M"]), r["stage"], key(r["config"]))
-        if k not in best or r.get("n", 0) >= best[k][1]:
-            best[k] = (float(r["median_us"]), int(r.get("n", 0)))
+            for m, e in sidecar_entries(path).items():
+                defaults[(m, stage)] = key(e["default_config"])
+        except (KeyError, TypeError, AttributeError) as e:
+            raise BadInput(f"{path}: not a tune sidecar ({e})")
+    header, best = read_log(folder)
+    label = os.path.basename(os.path.normpath(folder))
+    if header:
+        s = header.get("shape", {})
+        label = "E={} N={} K={} topk={} {}".format(s.get("E"), s.get("N"), s.get("K"),
+                                                   s.get("topk"), s.get("dtype"))
     return label, defaults, best
 
 
 def main(argv):
-    class OneLineParser(argparse.ArgumentParser):
-        def error(self, message):
-            fail(message)
-
     ap = OneLineParser(prog="decode_stages.py")
     ap.add_argument("dirs", nargs="+")
     ap.add_argument("--max-m", type=int, default=256)
@@ -117,7 +64,7 @@ def main(argv):
             print(f"| {label} | {m} | {stage} | {text(dk)} | {d[0]:.2f} ({d[1]}) | s{sk[5]} | "
                   f"{s[0]:.2f} ({s[1]}) | {s[0] / d[0]:.3f} | {text(bk)} | {b[0]:.2f} |")
     if rows == 0:
-        fail("no batch size with a timed default at or below --max-m")
+        raise BadInput("no batch size with a timed default at or below --max-m")
     for stage in ("up", "down"):
         w = sorted(winners[stage])
         verdict = f"s{w[0]} at every row" if len(w) == 1 else "none (" + ", ".join(
@@ -127,4 +74,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    run_main("decode_stages", main)

@@ -17,35 +17,13 @@ without a sidecar (a run killed before it wrote any) no batch size counts as fin
 Exit 0 when every finished ratio <= limit, 1 when one is above, 3 when no batch size is finished
 yet, 2 on bad input (one line naming what is wrong).
 """
-import argparse
 import glob
-import json
 import os
-import sys
+
+from tune_logs import (BadInput, OneLineParser, key, load_json, read_log, run_main,
+                       sidecar_entries, text)
 
 FINISHED = ("tuned", "within noise", "kept default")  # tuner.hpp's flags of a finished M
-KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages",
-        "SPLIT_K")
-
-
-def fail(msg):
-    print(f"tune_quality: error: {msg}", file=sys.stderr)
-    sys.exit(2)
-
-
-def key(cfg):
-    return tuple(int(cfg.get(k, 1 if k == "SPLIT_K" else -1)) for k in KEYS)
-
-
-def text(k):
-    return "m{}n{}k{}_g{}_w{}_s{}_sk{}".format(*k)
-
-
-def one(pattern, what):
-    found = sorted(glob.glob(pattern))
-    if len(found) != 1:
-        fail(f"{what}: expected one file matching {pattern}, found {len(found)}")
-    return found[0]
 
 
 def tables(folder):
@@ -53,15 +31,15 @@ def tables(folder):
     up = [p for p in glob.glob(os.path.join(glob.escape(folder), "*.json"))
           if not p.endswith((".meta.json", "_down.json"))]
     if len(up) != 1:
-        fail(f"{folder}: expected one config table, found {len(up)}")
+        raise BadInput(f"{folder}: expected one config table, found {len(up)}")
     down = up[0][:-len(".json")] + "_down.json"
     out = {}
     for stage, path in (("up", up[0]), ("down", down)):
+        table = load_json(path)
         try:
-            with open(path) as f:
-                out[stage] = {int(m): key(c) for m, c in json.load(f).items()}
-        except (OSError, ValueError) as e:
-            fail(f"{path}: {e}")
+            out[stage] = {int(m): key(c) for m, c in table.items()}
+        except (AttributeError, ValueError, TypeError) as e:
+            raise BadInput(f"{path}: {e}")
     return out
 
 
@@ -72,43 +50,17 @@ def finished(folder):
     if not metas:
         return {}
     if len(metas) != 1:
-        fail(f"{folder}: expected one sidecar, found {len(metas)}")
+        raise BadInput(f"{folder}: expected one sidecar, found {len(metas)}")
+    entries = sidecar_entries(metas[0])
     try:
-        with open(metas[0]) as f:
-            entries = json.load(f)["entries"]
-        return {int(m): e.get("flag") in FINISHED for m, e in entries.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        fail(f"{metas[0]}: not a tune sidecar ({e})")
+        return {m: e.get("flag") in FINISHED for m, e in entries.items()}
+    except AttributeError as e:
+        raise BadInput(f"{metas[0]}: not a tune sidecar ({e})")
 
 
 def medians(folder):
-    """{(M, stage, config key): median µs} of the ok measurements (the record with most samples)."""
-    path = one(os.path.join(glob.escape(folder), "*.tune.jsonl"), folder)
-    best = {}
-    with open(path) as f:
-        lines = f.readlines()
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            r = json.loads(line)
-        except ValueError:
-            if n == len(lines) and not line.endswith("\n"):
-                continue  # the last record of a killed run, half written (--resume skips it too)
-            fail(f"{path}:{n}: not JSON")
-        if r.get("type") != "measure" or r.get("status") != "ok":
-            continue
-        k = (int(r["M"]), r["stage"], key(r["config"]))
-        if k not in best or r.get("n", 0) >= best[k][0]:
-            best[k] = (r.get("n", 0), float(r["median_us"]))
-    return {k: v[1] for k, v in best.items()}
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, with its errors as one line and exit 2 (the project's bad-input contract)."""
-
-    def error(self, message):
-        fail(message)
+    """{(M, stage, config key): median µs} of the ok measurements (tune_logs.read_log)."""
+    return {k: v[0] for k, v in read_log(folder)[1].items()}
 
 
 def main(argv):
@@ -139,7 +91,8 @@ def main(argv):
             if not cands:
                 continue
             if m not in winners[stage]:
-                fail(f"M={m}: timed by the exhaustive run but not in the tuned {stage} table")
+                raise BadInput(f"M={m}: timed by the exhaustive run but not in the tuned {stage} "
+                               "table")
             b = min(cands, key=cands.get)
             w = winners[stage][m]
             if w in cands:
@@ -147,7 +100,7 @@ def main(argv):
             elif (m, stage, w) in tuned:
                 wv, src = tuned[(m, stage, w)], "cross-run"
             else:
-                fail(f"M={m} {stage}: the winner {text(w)} was timed in neither log")
+                raise BadInput(f"M={m} {stage}: the winner {text(w)} was timed in neither log")
             ratio = wv / cands[b]
             if whole:
                 worst, judged = max(worst, ratio), judged + 1
@@ -167,4 +120,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    run_main("tune_quality", main)

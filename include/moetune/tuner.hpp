@@ -77,7 +77,7 @@ struct TuneOptions {
 // "90s", "5m", "1h30m", "2h", "1.5m", "300" (seconds) -> seconds. Field "budget".
 double parse_budget(std::string_view text);
 // "1,2,4,64" -> {1,2,4,64}: positive ints up to kMaxBatch, sorted, duplicates removed, spaces
-// around items allowed. Field "batch". Every command's --batch (cli::parse_batch_list).
+// around items allowed. Field "batch". Every command's --batch.
 inline constexpr int kMaxBatch = 1 << 24;  // 16,777,216 tokens: M * topk < 2^31 up to topk 128
 std::vector<int> parse_batch_list(std::string_view text);
 // "concurrency=1..64,spec=3" -> concurrencies lo, the powers of two inside (lo, hi), and hi,

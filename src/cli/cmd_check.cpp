@@ -9,6 +9,7 @@
 #include "cli/shape_json.hpp"
 #include "moe/check.hpp"
 #include "moetune/error.hpp"
+#include "moetune/tuner.hpp"
 
 namespace moetune::cli {
 namespace {
@@ -52,7 +53,7 @@ int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
   moe::CheckOptions opts;
   if (given(o.batch_opt)) {
     opts.batch.clear();
-    for (int M : parse_batch_list("batch", o.batch)) opts.batch.push_back(M);
+    for (int M : tune::parse_batch_list(o.batch)) opts.batch.push_back(M);
   }
   if (given(o.variants_opt)) {
     opts.dtypes = split_list("variants", o.variants);

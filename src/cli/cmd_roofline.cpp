@@ -10,6 +10,7 @@
 #include "cli/commands.hpp"
 #include "cli/shape_json.hpp"
 #include "moetune/config.hpp"
+#include "moetune/tuner.hpp"
 #include "moetune/roofline.hpp"
 
 namespace moetune::cli {
@@ -23,7 +24,7 @@ struct RooflineOptions {
 
 int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
   std::vector<int> batch =
-      !given(o.batch_opt) ? default_batch_sizes() : parse_batch_list("batch", o.batch);
+      !given(o.batch_opt) ? default_batch_sizes() : tune::parse_batch_list(o.batch);
   // Measured ceilings are this GPU's: they need it (exit 3 without one).
   Target t = o.measured_ceilings ? resolve_local_target(g) : resolve_target(g);
   const Ceilings c = o.measured_ceilings ? bench::measure_ceilings(0).for_dtype(t.shape.dtype)

@@ -6,6 +6,7 @@
 
 #include "bench/ceilings.hpp"
 #include "moetune/error.hpp"
+#include "moetune/tuner.hpp"
 
 namespace moetune::cli {
 
@@ -67,7 +68,7 @@ moe::BenchOptions bench_options(const MeasureCliOptions& o) {
   moe::BenchOptions b;
   if (given(o.batch_opt)) {
     b.batch.clear();
-    for (int M : parse_batch_list("batch", o.batch)) b.batch.push_back(M);
+    for (int M : tune::parse_batch_list(o.batch)) b.batch.push_back(M);
   }
   b.hot = o.hot;
   return b;

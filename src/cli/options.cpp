@@ -11,7 +11,6 @@
 #include "cuda/driver.hpp"
 #include "moetune/dtype.hpp"
 #include "moetune/error.hpp"
-#include "moetune/tuner.hpp"
 
 namespace moetune::cli {
 
@@ -53,16 +52,6 @@ int parse_positive_int(const std::string& field, const std::string& text) {
   }
   if (v < 1) throw InputError(field, text, "must be at least 1");
   return v;
-}
-
-std::vector<int> parse_batch_list(const std::string& field, const std::string& text) {
-  // One parser for every command's --batch (tune's: sorted, unique, the same messages).
-  try {
-    return tune::parse_batch_list(text);
-  } catch (const InputError& e) {
-    if (field == "batch") throw;
-    throw InputError(field, e.value(), e.reason());
-  }
 }
 
 std::string parse_dtype_option(const std::string& text) {

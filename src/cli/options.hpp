@@ -37,9 +37,7 @@ void add_global_options(CLI::App& app, GlobalOptions& g);
 
 // A positive decimal integer, whole text; else InputError(field, text, ...).
 int parse_positive_int(const std::string& field, const std::string& text);
-// "1,8,64" -> {1, 8, 64}: tune::parse_batch_list (sorted, unique, <= tune::kMaxBatch) with the
-// error naming `field`.
-std::vector<int> parse_batch_list(const std::string& field, const std::string& text);
+// Every command's --batch: tune::parse_batch_list (moetune/tuner.hpp).
 // "--dtype" value: auto or a dtype spelling, in any case; returns the canonical spelling
 // ("auto", "bf16", "fp16", "fp8_w8a8").
 std::string parse_dtype_option(const std::string& text);
