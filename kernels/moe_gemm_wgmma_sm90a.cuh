@@ -88,6 +88,14 @@ __global__ void __launch_bounds__(
   // 0: no bound.
   constexpr int kMinBlocks = gemm_wgmma_min_blocks(kBlockScale, K_RED, BLOCK_SIZE_M, BLOCK_SIZE_N,
                                                    BLOCK_SIZE_K, num_warps, num_stages, SPLIT_K);
+  // The register split must fit the launch's pool, or a consumer's setmaxnreg.inc waits forever.
+  static_assert(kMinBlocks <= 1 ||
+                    (kWarpSpecialized && kThreads % 128 == 0 &&
+                     kWsProducerRegs <= kSm90RegsPerSm / (kBlockThreads * kMinBlocks) / 8 * 8 &&
+                     kWgmmaProducerThreads * kWsProducerRegs +
+                             kThreads * gemm_ws_consumer_regs(kThreads, kMinBlocks) <=
+                         kSm90RegsPerSm / (kBlockThreads * kMinBlocks) / 8 * 8 * kBlockThreads),
+                "warp-specialized register split does not fit the launch's registers");
   constexpr int kRowBytes = BLOCK_SIZE_K * kBytes;       // one tile row in shared memory
   constexpr int kChunks = kRowBytes / 16;                // 16-byte chunks per tile row
   constexpr int kKSteps = kRowBytes / 32;                // MMA k-steps per tile (k16 / fp8 k32)

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Registers and spills of the warp-specialized fp8 GEMM1 kernel, offline (nvcc + ptxas, no GPU).
 
-For every block-fp8 GEMM1 config of the tuner's space that runs the warp-specialized wgmma kernel
-on sm_90a (BLOCK_SIZE_K 128, accumulators <= 64 a thread, >= 8 K-tiles per split) at K = 3072
-(Qwen3.5-122B TP4) and 7168 (DeepSeek-V3 TP8), N = 256, topk 8: compile one instance from this
-checkout's kernels/ to PTX, read the bound it carries (.minnctapersm, setmaxnreg) and run ptxas -v
-on it. A bounded instance that spills means tile_math's register split is wrong for it.
+For every block-fp8 config of the tuner's space (SPLIT_K 1/2/4/8) that runs the warp-specialized
+wgmma kernel on sm_90a (BLOCK_SIZE_K 128, accumulators <= 64 a thread, >= 8 K-tiles per split):
+GEMM1 at K = 3072 (Qwen3.5-122B TP4) and 7168 (DeepSeek-V3 TP8) with N = 256, and GEMM2 (its
+reduction is N) at N = 2048 (a wide expert, e.g. Mixtral-class) with K = 4096; topk 8. Compile
+one instance from this checkout's kernels/ to PTX, read the bound it carries (.minnctapersm,
+setmaxnreg) and run ptxas -v on it. A bounded instance that spills means tile_math's register
+split is wrong for it.
 
 Usage: bench/scripts/ws_registers.py [--jobs 2] [--all]   (--all: print unbounded configs too)
 Exit: 0, 1 when a bounded instance spills, 2 when nvcc or ptxas is missing or a compile fails.
@@ -22,7 +24,7 @@ import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 INSTANCE = ('#include "moe_gemm_wgmma_sm90a.cuh"\n'
-            "template __global__ void moetune::moe_gemm_wgmma<0, 2, 256, {K}, 8, 128, 128, {BM}, {BN}, "
+            "template __global__ void moetune::moe_gemm_wgmma<{STAGE}, 2, {N}, {K}, 8, 128, 128, {BM}, {BN}, "
             "128, 8, {W}, {S}, {SK}, 0>(const void *, const float *, const void *, const float *, "
             "void *, const float *, const int *, const int *, const int *, long long, void *);\n")
 
@@ -32,27 +34,29 @@ def cdiv(a, b):
 
 
 def warp_specialized_configs():
-    for K, BM, BN, W, S, SK in itertools.product((3072, 7168), (64, 128, 256), (64, 128, 256),
-                                                 (4, 8), (2, 3, 4, 5), (1, 2)):
+    shapes = ((0, 256, 3072), (0, 256, 7168), (1, 2048, 4096))  # (stage, N, K)
+    for (STAGE, N, K), BM, BN, W, S, SK in itertools.product(shapes, (64, 128, 256), (64, 128, 256),
+                                                             (4, 8), (2, 3, 4, 5), (1, 2, 4, 8)):
+        k_red = K if STAGE == 0 else N
         wgs = W // 4
         if BM * BN // (32 * W) > 64:  # block fp8 accumulators (tile_math::gemm_wgmma_eligible)
             continue
         if not any(BM % (64 * wm) == 0 and BN % (wgs // wm) == 0 and BN // (wgs // wm) in (64, 128, 256)
                    for wm in (1, 2) if wgs % wm == 0):
             continue
-        if cdiv(cdiv(K, 128), SK) < 8:  # fewer than 8 K-tiles a split: not warp-specialized
+        if cdiv(cdiv(k_red, 128), SK) < 8:  # fewer than 8 K-tiles a split: not warp-specialized
             continue
         if S * (BM + BN) * 128 > 227 * 1024:
             continue
-        yield K, BM, BN, W, S, SK
+        yield STAGE, N, K, BM, BN, W, S, SK
 
 
 def compile_one(cfg, tmp):
-    K, BM, BN, W, S, SK = cfg
-    name = "i_{}_{}_{}_{}_{}_{}".format(*cfg)
+    STAGE, N, K, BM, BN, W, S, SK = cfg
+    name = "i_" + "_".join(map(str, cfg))
     cu, ptx = os.path.join(tmp, name + ".cu"), os.path.join(tmp, name + ".ptx")
     with open(cu, "w") as f:
-        f.write(INSTANCE.format(K=K, BM=BM, BN=BN, W=W, S=S, SK=SK))
+        f.write(INSTANCE.format(STAGE=STAGE, N=N, K=K, BM=BM, BN=BN, W=W, S=S, SK=SK))
     r = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90a", "-ptx", "-I", os.path.join(ROOT, "kernels"),
                         cu, "-o", ptx], capture_output=True, text=True)
     if r.returncode != 0:
@@ -81,8 +85,8 @@ def main():
     bad = failed = 0
     with tempfile.TemporaryDirectory() as tmp, concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
         for cfg, res, err in ex.map(lambda c: compile_one(c, tmp), list(warp_specialized_configs())):
-            K, BM, BN, W, S, SK = cfg
-            label = f"K={K} m{BM}n{BN}k128 w{W} s{S} sk{SK}"
+            STAGE, N, K, BM, BN, W, S, SK = cfg
+            label = f"{'up' if STAGE == 0 else 'down'} N={N} K={K} m{BM}n{BN}k128 w{W} s{S} sk{SK}"
             if res is None:
                 failed += 1
                 print(f"{label}: compile failed: {err}")

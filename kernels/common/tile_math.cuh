@@ -141,14 +141,16 @@ MOETUNE_HD constexpr int gemm_wgmma_block_threads(int num_warps, bool warp_speci
 // kWsProducerRegs, the consumers take gemm_ws_consumer_regs. Applied only where the consumers
 // keep 2 x their accumulators + 32 registers (the wgmma sum, the folded sum, addressing; m64n64
 // w4 uses 92 unbounded and compiles to the 80-register launch with 48/112 without spilling,
-// ptxas 13.0, every num_stages and SPLIT_K); otherwise no bound and no split (as before).
+// ptxas 13.0, at every num_stages with SPLIT_K 1 and 2, GEMM1 and GEMM2) and SPLIT_K <= 2 (at 4
+// the bounded build spills 52-124 B: review, ptxas 13.0); otherwise no bound, no split.
 // sm_90 limits (CUDA C++ Programming Guide, compute capability 9.0): 64 Ki 32-bit registers and
 // 228 KiB of shared memory per SM, 1 KiB of it reserved per block; setmaxnreg takes 24..256 in
 // steps of 8 (PTX ISA).
 constexpr int kSm90RegsPerSm = 65536;
 constexpr int kSm90SmemPerSm = 228 * 1024;
 constexpr int kSm90SmemReservedPerBlock = 1024;
-constexpr int kWsProducerRegs = 48;  // ptxas 13.0: 40 spills at num_stages 2, 48 nowhere
+constexpr int kWsProducerRegs = 48;  // ptxas 13.0: 40 spills at num_stages 2; 48 not at SPLIT_K <= 2
+constexpr int kWsMaxSplitK = 2;      // the bound's split-K limit (SPLIT_K 4 spills bounded)
 // Registers a thread of the consumer warpgroups may take when `blocks` blocks of
 // consumer_threads + the producer warpgroup share an SM.
 MOETUNE_HD constexpr int gemm_ws_consumer_regs(int consumer_threads, int blocks) {
@@ -175,6 +177,7 @@ MOETUNE_HD constexpr int gemm_wgmma_min_blocks(bool block_fp8, int k_red, int BL
                                                int BLOCK_SIZE_N, int BLOCK_SIZE_K, int num_warps,
                                                int num_stages, int SPLIT_K) {
   if (!gemm_wgmma_warp_specialized(block_fp8, k_red, BLOCK_SIZE_K, SPLIT_K)) return 0;
+  if (SPLIT_K > kWsMaxSplitK) return 0;
   return gemm_ws_min_blocks(num_warps * 32,
                             gemm_smem_bytes(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_stages,
                                             1, 1, true),
