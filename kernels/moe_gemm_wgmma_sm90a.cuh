@@ -57,10 +57,14 @@ template <int STAGE,          // tile_math::kStageUp (w13) or kStageDown (w2, ti
           int num_stages,     // cp.async ring depth (num_stages - 1 K-tiles in flight)
           int SPLIT_K,        // blocks sharing one output tile's reduction (gridDim.y)
           int FUSED_ACT>      // 1: up stage writes silu(gate)·up [M*TOPK, N] (bf16/fp16); else 0
-__global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
-    num_warps, tile_math::gemm_wgmma_warp_specialized(DTYPE == tile_math::kDtypeFp8Block,
-                                                      STAGE == tile_math::kStageUp ? K : N,
-                                                      BLOCK_SIZE_K, SPLIT_K)))
+__global__ void __launch_bounds__(
+    tile_math::gemm_wgmma_block_threads(
+        num_warps, tile_math::gemm_wgmma_warp_specialized(DTYPE == tile_math::kDtypeFp8Block,
+                                                          STAGE == tile_math::kStageUp ? K : N,
+                                                          BLOCK_SIZE_K, SPLIT_K)),
+    tile_math::gemm_wgmma_min_blocks(DTYPE == tile_math::kDtypeFp8Block,
+                                     STAGE == tile_math::kStageUp ? K : N, BLOCK_SIZE_M,
+                                     BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages, SPLIT_K))
     moe_gemm_wgmma(const void* __restrict__ a, const float* __restrict__ a_scale,
                  const void* __restrict__ w, const float* __restrict__ w_scale,
                  void* __restrict__ out, const float* __restrict__ topk_weights,
@@ -80,6 +84,18 @@ __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
       gemm_wgmma_warp_specialized(kBlockScale, K_RED, BLOCK_SIZE_K, SPLIT_K);
   constexpr int kBlockThreads = gemm_wgmma_block_threads(num_warps, kWarpSpecialized);
   constexpr int kLoaders = kWarpSpecialized ? kWgmmaProducerThreads : kThreads;
+  // > 1: compiled for that many blocks per SM, the registers split at run time (tile_math);
+  // 0: no bound.
+  constexpr int kMinBlocks = gemm_wgmma_min_blocks(kBlockScale, K_RED, BLOCK_SIZE_M, BLOCK_SIZE_N,
+                                                   BLOCK_SIZE_K, num_warps, num_stages, SPLIT_K);
+  // The register split must fit the launch's pool, or a consumer's setmaxnreg.inc waits forever.
+  static_assert(kMinBlocks <= 1 ||
+                    (kWarpSpecialized && kThreads % 128 == 0 &&
+                     kWsProducerRegs <= kSm90RegsPerSm / (kBlockThreads * kMinBlocks) / 8 * 8 &&
+                     kWgmmaProducerThreads * kWsProducerRegs +
+                             kThreads * gemm_ws_consumer_regs(kThreads, kMinBlocks) <=
+                         kSm90RegsPerSm / (kBlockThreads * kMinBlocks) / 8 * 8 * kBlockThreads),
+                "warp-specialized register split does not fit the launch's registers");
   constexpr int kRowBytes = BLOCK_SIZE_K * kBytes;       // one tile row in shared memory
   constexpr int kChunks = kRowBytes / 16;                // 16-byte chunks per tile row
   constexpr int kKSteps = kRowBytes / 32;                // MMA k-steps per tile (k16 / fp8 k32)
@@ -361,6 +377,7 @@ __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
 
   if constexpr (kWarpSpecialized) {
     if (tid >= kThreads) {
+      if constexpr (kMinBlocks > 1) ptx::setmaxnreg_dec<kWsProducerRegs>();
       // Producer: tile i goes into slot i % num_stages once the consumers freed that slot's
       // previous tile; the slot's `full` barrier receives this thread's arrival when its copies
       // land (cp.async.mbarrier.arrive), so the producer never waits for its own copies and
@@ -376,6 +393,8 @@ __global__ void __launch_bounds__(tile_math::gemm_wgmma_block_threads(
                                 // cover every copy before the ring is reused)
       return;  // the consumers write the output (and do split-K) on their own barrier
     }
+    if constexpr (kMinBlocks > 1)
+      ptx::setmaxnreg_inc<gemm_ws_consumer_regs(kThreads, kMinBlocks)>();
     float part[MI][kAccN];
     Scales sc_cur, sc_next;  // scales loaded one tile ahead: their latency hides behind a tile
     if (n_kt > 0) load_scales(kt_begin, sc_cur);

@@ -21,6 +21,18 @@ __device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int s
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
+// Hopper (sm_90a): the warp's warpgroup gives registers back to the block's pool / takes them
+// (every warp of the warpgroup executes the same one; REGS in 24..256, a multiple of 8).
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg: 24..256, steps of 8");
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
+template <int REGS>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg: 24..256, steps of 8");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
+}
 // Waits until at most PENDING committed groups are still in flight.
 template <int PENDING>
 __device__ __forceinline__ void cp_async_wait() {

@@ -132,6 +132,58 @@ MOETUNE_HD constexpr int gemm_wgmma_block_threads(int num_warps, bool warp_speci
   return num_warps * 32 + (warp_specialized ? kWgmmaProducerThreads : 0);
 }
 
+// Blocks per SM of the warp-specialized kernel. Left alone, ptxas gives it about 90 registers a
+// thread: with 256 threads that is 2 blocks per SM even where shared memory holds 3 (fp8 GEMM1
+// m64n64k128 s4, 65,872 B; ncu on the H200: 2 blocks/SM by registers, 25% occupancy, stalls on
+// latency). The producer warpgroup only issues cp.async and needs few registers, so where shared
+// memory holds 3 or more blocks the kernel is compiled for that many (__launch_bounds__ min
+// blocks) and splits the block's registers at run time (setmaxnreg): the producer gives back to
+// kWsProducerRegs, the consumers take gemm_ws_consumer_regs. Applied only where the consumers
+// keep 2 x their accumulators + 32 registers (the wgmma sum, the folded sum, addressing; m64n64
+// w4 uses 92 unbounded and compiles to the 80-register launch with 48/112 without spilling,
+// ptxas 13.0, at every num_stages with SPLIT_K 1 and 2, GEMM1 and GEMM2) and SPLIT_K <= 2 (at 4
+// the bounded build spills 52-124 B: review, ptxas 13.0); otherwise no bound, no split.
+// sm_90 limits (CUDA C++ Programming Guide, compute capability 9.0): 64 Ki 32-bit registers and
+// 228 KiB of shared memory per SM, 1 KiB of it reserved per block; setmaxnreg takes 24..256 in
+// steps of 8 (PTX ISA).
+constexpr int kSm90RegsPerSm = 65536;
+constexpr int kSm90SmemPerSm = 228 * 1024;
+constexpr int kSm90SmemReservedPerBlock = 1024;
+constexpr int kWsProducerRegs = 48;  // ptxas 13.0: 40 spills at num_stages 2; 48 not at SPLIT_K <= 2
+constexpr int kWsMaxSplitK = 2;      // the bound's split-K limit (SPLIT_K 4 spills bounded)
+// Registers a thread of the consumer warpgroups may take when `blocks` blocks of
+// consumer_threads + the producer warpgroup share an SM.
+MOETUNE_HD constexpr int gemm_ws_consumer_regs(int consumer_threads, int blocks) {
+  const int threads = consumer_threads + kWgmmaProducerThreads;
+  const int per_thread = kSm90RegsPerSm / (threads * blocks) / 8 * 8;  // the launch's count
+  const int c = (per_thread * threads - kWsProducerRegs * kWgmmaProducerThreads) /
+                consumer_threads / 8 * 8;
+  return c > 256 ? 256 : c;
+}
+// The blocks per SM the warp-specialized kernel is compiled for (>= 3), or 0: no bound
+// (__launch_bounds__(threads, 0) compiles to the same cubin as no minimum; 1 would not).
+// smem_bytes: gemm_smem_bytes of the config; acc_per_thread: BLOCK_SIZE_M * BLOCK_SIZE_N /
+// consumer threads.
+MOETUNE_HD constexpr int gemm_ws_min_blocks(int consumer_threads, int smem_bytes,
+                                            int acc_per_thread) {
+  int b = kSm90SmemPerSm / (smem_bytes + kSm90SmemReservedPerBlock);
+  if (b > 4) b = 4;
+  for (; b >= 3; --b)
+    if (gemm_ws_consumer_regs(consumer_threads, b) >= 2 * acc_per_thread + 32) return b;
+  return 0;
+}
+// The same for the kernel's template parameters (0 where the kernel is not warp-specialized).
+MOETUNE_HD constexpr int gemm_wgmma_min_blocks(bool block_fp8, int k_red, int BLOCK_SIZE_M,
+                                               int BLOCK_SIZE_N, int BLOCK_SIZE_K, int num_warps,
+                                               int num_stages, int SPLIT_K) {
+  if (!gemm_wgmma_warp_specialized(block_fp8, k_red, BLOCK_SIZE_K, SPLIT_K)) return 0;
+  if (SPLIT_K > kWsMaxSplitK) return 0;
+  return gemm_ws_min_blocks(num_warps * 32,
+                            gemm_smem_bytes(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_stages,
+                                            1, 1, true),
+                            BLOCK_SIZE_M * BLOCK_SIZE_N / (num_warps * 32));
+}
+
 constexpr int kMaxSplitK = 16;
 
 // Why GEMM1 cannot fuse SiLU(gate)·up into its epilogue (FUSED_ACT), or nullptr. slice_cols: the

@@ -34,7 +34,10 @@ std::vector<KernelConfig> configs_for(const MoeShape& s) {
             cfg(64, 128, 128, 8, 4, 3), cfg(128, 128, 128, 16, 8, 3), cfg(64, 64, 128, 8, 4, 4, 2),
             cfg(128, 64, 128, 1, 4, 3),
             // block fp8: warp-specialized, 2 consumer warpgroups (along M, along N), split-K
-            cfg(128, 128, 128, 8, 8, 6), cfg(64, 256, 128, 8, 8, 4), cfg(128, 128, 128, 8, 8, 4, 3)};
+            cfg(128, 128, 128, 8, 8, 6), cfg(64, 256, 128, 8, 8, 4), cfg(128, 128, 128, 8, 8, 4, 3),
+            // ... one consumer warpgroup, compiled for 3 blocks per SM with the registers split
+            // (tile_math::gemm_wgmma_min_blocks; split-K 2 above too): the default at M >= 1024
+            cfg(64, 64, 128, 8, 4, 4), cfg(64, 64, 128, 8, 4, 2)};
   return {cfg(16, 64, 128, 1, 4, 4), cfg(16, 64, 64, 1, 4, 4, 4), cfg(32, 128, 64, 1, 8, 5, 3),
           cfg(64, 256, 128, 32, 8, 2),
           // wgmma on sm_90a (rows of 128 bytes, warpgroup tiles):

@@ -84,6 +84,8 @@ std::vector<KernelConfig> candidates(const MoeShape& s, int64_t M) {
       v.push_back(cfg(128, 128, 128, 16, 8, 4));
       v.push_back(cfg(128, 128, 128, 8, 8, 3));
       v.push_back(cfg(64, 128, 128, 1, 4, 5));
+      // block fp8 GEMM1 at 3 blocks per SM (tile_math::gemm_wgmma_min_blocks), with s4 above
+      for (int st : {2, 3}) v.push_back(cfg(64, 64, 128, 8, 4, st));
       // block fp8: warp-specialized (two consumer warpgroups beside a producer warpgroup)
       for (int st : {4, 5, 6}) v.push_back(cfg(128, 128, 128, 8, 8, st));
       for (int st : {4, 6}) v.push_back(cfg(64, 256, 128, 8, 8, st));

@@ -107,6 +107,50 @@ TEST(GemmTileRules, SharedMemoryFormula) {
     }
 }
 
+// The warp-specialized kernel's blocks per SM and register split (tile_math.cuh says why).
+TEST(GemmTileRules, WarpSpecializedBlocksPerSm) {
+  // fp8 GEMM1 m64n64k128 w4 s4 (the default at M >= 1024): 65,872 B, 3 blocks fit 228 KiB; the
+  // launch gets 80 registers x 256 threads; the producer keeps 48, the consumers take 112.
+  EXPECT_EQ(tm::gemm_wgmma_min_blocks(true, 3072, 64, 64, 128, 4, 4, 1), 3);
+  EXPECT_EQ(tm::gemm_ws_consumer_regs(128, 3), 112);
+  EXPECT_EQ(tm::gemm_wgmma_min_blocks(true, 7168, 64, 64, 128, 4, 2, 2), 3);  // 4 fit; 80 regs < 96
+  EXPECT_EQ(tm::gemm_ws_consumer_regs(128, 4), 80);
+  EXPECT_EQ(tm::gemm_wgmma_min_blocks(true, 3072, 64, 64, 128, 4, 5, 1), 0);    // 2 fit by smem
+  EXPECT_EQ(tm::gemm_wgmma_min_blocks(true, 3072, 64, 128, 128, 4, 3, 1), 0);   // 64 acc: needs 160
+  EXPECT_EQ(tm::gemm_wgmma_min_blocks(true, 3072, 128, 64, 128, 8, 2, 1), 0);   // 384 threads
+  EXPECT_EQ(tm::gemm_wgmma_min_blocks(false, 3072, 64, 64, 128, 4, 4, 1), 0);   // not block fp8
+  EXPECT_EQ(tm::gemm_wgmma_min_blocks(true, 256, 64, 64, 128, 4, 4, 1), 0);     // GEMM2: 2 K-tiles
+  EXPECT_EQ(tm::gemm_wgmma_min_blocks(true, 3072, 64, 64, 128, 4, 4, 4), 0);    // 6 K-tiles a split
+  EXPECT_EQ(tm::gemm_wgmma_min_blocks(true, 7168, 64, 64, 128, 4, 4, 4), 0);    // SPLIT_K 4 spills
+  EXPECT_EQ(tm::gemm_wgmma_min_blocks(true, 7168, 64, 64, 128, 4, 4, 2), 3);
+  // Wherever it applies: the blocks fit the SM's shared memory and the split fits the launch's
+  // register pool (no setmaxnreg.inc waits forever), and the consumers get at least the launch's.
+  int applied = 0;
+  for (int bm : {64, 128, 256})
+    for (int bn : {64, 128, 256})
+      for (int w : {4, 8})
+        for (int st = 2; st <= 5; ++st)
+          for (int sk : {1, 2, 4, 8}) {
+          if (!tm::gemm_wgmma_eligible(bm, bn, 128, w, 1, true)) continue;
+          const int b = tm::gemm_wgmma_min_blocks(true, 7168, bm, bn, 128, w, st, sk);
+          if (b == 0) continue;
+          ++applied;
+          const int threads = w * 32 + tm::kWgmmaProducerThreads;
+          const int smem = tm::gemm_smem_bytes(bm, bn, 128, st, 1, 1, true);
+          const int launch = tm::kSm90RegsPerSm / (threads * b) / 8 * 8;
+          const int cons = tm::gemm_ws_consumer_regs(w * 32, b);
+          EXPECT_LE(b * (smem + tm::kSm90SmemReservedPerBlock), tm::kSm90SmemPerSm);
+          EXPECT_LE(cons * w * 32 + tm::kWsProducerRegs * tm::kWgmmaProducerThreads,
+                    launch * threads);
+          EXPECT_GE(cons, launch);  // setmaxnreg.inc may only raise the count
+          EXPECT_LE(tm::kWsProducerRegs, launch);  // and .dec only lower it
+          EXPECT_GE(tm::kWsProducerRegs, 24);
+          EXPECT_LE(cons, 256);
+          EXPECT_EQ(cons % 8, 0);
+        }
+  EXPECT_EQ(applied, 6);  // m64n64 w4 at 2, 3 and 4 stages, SPLIT_K 1 and 2
+}
+
 TEST(GemmSpec, NameAndTemplateArguments) {
   const auto spec = gemm_kernel_spec(qwen_tp4(Dtype::fp8_w8a8, true), cfg(16, 64, 128, 1, 4, 4),
                                      GemmStage::up, "sm_90a");
@@ -361,6 +405,48 @@ TEST_F(GemmNvrtc, CompilesRepresentativeInstancesForEachArch) {
       EXPECT_FALSE(r.cubin.empty()) << arch << " " << r.spec.name << "\n" << r.log;
       EXPECT_FALSE(r.lowered_name.empty()) << r.spec.name;
     }
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// The PTX of the warp-specialized kernel carries the bound and the register split where
+// tile_math applies them, and neither elsewhere (those compile as before); and ptxas honours
+// them: every bounded instance of the tuner's space (m64n64 w4, 2-4 stages, SPLIT_K 1-2; GEMM1
+// and, for a wide expert, GEMM2) compiles to the 80-register launch without spilling and without
+// a setmaxnreg warning (C7508: "unable to determine register count at entry").
+TEST_F(GemmNvrtc, WarpSpecializedKernelCarriesTheRegisterSplit) {
+  if (!skip_.empty()) GTEST_SKIP() << skip_;
+  const MoeShape f8 = qwen_tp4(Dtype::fp8_w8a8, true);
+  const std::string ws = cuda::kernel_ptx(
+      gemm_kernel_spec(f8, cfg(64, 64, 128, 8, 4, 4), GemmStage::up, "sm_90a"));
+  EXPECT_NE(ws.find(".maxntid 256"), std::string::npos);
+  EXPECT_NE(ws.find(".minnctapersm 3"), std::string::npos);
+  EXPECT_NE(ws.find("setmaxnreg.dec.sync.aligned.u32 48"), std::string::npos);
+  EXPECT_NE(ws.find("setmaxnreg.inc.sync.aligned.u32 112"), std::string::npos);
+  const std::string wide = cuda::kernel_ptx(
+      gemm_kernel_spec(f8, cfg(64, 128, 128, 8, 4, 4), GemmStage::up, "sm_90a"));
+  EXPECT_NE(wide.find(".maxntid 256"), std::string::npos);  // warp-specialized too
+  EXPECT_EQ(wide.find("minnctapersm"), std::string::npos);
+  EXPECT_EQ(wide.find("setmaxnreg"), std::string::npos);
+
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("moetune-ws-test-" + std::to_string(::getpid()));
+  cuda::Jit jit(dir.string());
+  std::vector<cuda::KernelSpec> specs;
+  const MoeShape wide_expert = make_shape(8, 2048, 4096, 2, Dtype::fp8_w8a8, true);
+  for (int st : {2, 3, 4})
+    for (int sk : {1, 2}) specs.push_back(gemm_kernel_spec(f8, cfg(64, 64, 128, 8, 4, st, sk),
+                                                           GemmStage::up, "sm_90a"));
+  specs.push_back(gemm_kernel_spec(wide_expert, cfg(64, 64, 128, 8, 4, 4), GemmStage::down,
+                                   "sm_90a"));
+  for (auto& s : specs) s.options.push_back("--ptxas-options=-v");
+  for (const auto& r : jit.compile_many(specs, 2)) {
+    ASSERT_FALSE(r.cubin.empty()) << r.spec.name << "\n" << r.log;
+    EXPECT_NE(r.log.find("Used 80 registers"), std::string::npos) << r.spec.name << "\n" << r.log;
+    EXPECT_NE(r.log.find(" 0 bytes spill stores"), std::string::npos) << r.spec.name << "\n"
+                                                                      << r.log;
+    EXPECT_EQ(r.log.find("C7508"), std::string::npos) << r.spec.name << "\n" << r.log;
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
