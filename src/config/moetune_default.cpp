@@ -13,6 +13,10 @@
 namespace moetune {
 namespace {
 
+// Decode GEMM2's shared-memory ring budget (see its rule): more resident blocks beat a deeper
+// ring there. The measured boundary lies between 25.8 KB (fp8 s5, kept) and 51.3 KB (bf16 s5, lost).
+constexpr int kDecodeDownRingBytes = 32 * 1024;
+
 // Whether BLOCK_SIZE_N keeps a weight tile inside whole fp8 scale blocks (or whole blocks
 // inside a tile), as validation requires.
 bool fits_block_n(const MoeShape& shape, int BLOCK_SIZE_N) {
@@ -25,6 +29,7 @@ bool fits_block_n(const MoeShape& shape, int BLOCK_SIZE_N) {
 
 KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, int M, bool down) {
   const bool fp8 = shape.dtype == Dtype::fp8_w8a8;
+  const ValidationTarget target{shape.dtype, shape.block_shape, &gpu};
   const int bytes = weight_bytes(shape.dtype);
   // The GEMM: up writes 2N columns reducing over K; down writes K columns reducing over N.
   const long long cols = down ? shape.K : 2LL * shape.N;
@@ -59,12 +64,18 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
       c.BLOCK_SIZE_K = 128;
       c.num_stages = 4;
     } else {
-      // Down: n64 k64 s5 for every dtype. bf16: 22-56% ahead of k128 s4. fp8: it won 12 of the
+      // Down: n64 k64 for every dtype. bf16: 22-56% ahead of k128 s4. fp8: it won 12 of the
       // 16 fp8 (shape, M <= 256, run) cases; k128 s4 won Qwen M=1 in both runs (4.0 vs 4.3 us)
       // and M=8 in the first run on both shapes (19.5 vs 19.9, 40.9 vs 41.0), all within 0.4 us
       // and the M=8 ones reversed in the second run: no separate fp8 rule.
+      // Stages: the most of 5 whose ring fits kDecodeDownRingBytes, i.e. fp8 s5 (25.8 KB), bf16
+      // and fp16 s3 (30.8 KB; s5 would be 51.3 KB = 4 blocks per SM by shared memory instead of
+      // 7). Decode-stage tuning of the three anchors (bench/results/2026-11-30_h200_decode_stages.md):
+      // bf16 s3 beat s5 by 8-20% at M = 2..256 (M=1: 6.37 vs 6.30 us, within noise) and s2 by
+      // 1-4%; fp8 s3 vs s5 within -7..+1.3%, no consistent winner, so fp8 keeps s5.
       c.BLOCK_SIZE_K = 64;
       c.num_stages = 5;
+      while (c.num_stages > 2 && moetune_smem_bytes(c, target) > kDecodeDownRingBytes) --c.num_stages;
     }
   } else if (spe <= 64) {
     // spe 32 (M=1024) measured: m64 n128 g8 w4 s4 won both GEMMs of every shape (fp8 s3 and s4
@@ -141,7 +152,6 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
   // Fit shared memory (e.g. the RTX PRO 6000's 101,376 B): fewer stages first (down to 2), then
   // narrower N-tiles, then shallower K-tiles, each step only to a tile the kernel accepts;
   // BLOCK_SIZE_M stays, as the other GEMM must share it.
-  const ValidationTarget target{shape.dtype, shape.block_shape, &gpu};
   auto acceptable = [&](const KernelConfig& k) {
     return fits_block_n(shape, k.BLOCK_SIZE_N) && k.BLOCK_SIZE_N >= 32 && k.BLOCK_SIZE_K >= 32 &&
            k.num_stages >= 2 && config::kernel_rule_violation(k, target) == nullptr &&
