@@ -13,9 +13,19 @@
 namespace moetune {
 namespace {
 
-// Decode GEMM2's shared-memory ring budget (see its rule): more resident blocks beat a deeper
-// ring there. The measured boundary lies between 25.8 KB (fp8 s5, kept) and 51.3 KB (bf16 s5, lost).
+// Decode GEMM2's shared-memory ring budget (see its rule): when its grid outgrows one wave,
+// more resident blocks beat a deeper ring. Measured boundary: between 25.8 KB (fp8 s5, kept)
+// and 51.3 KB (bf16 s5, lost).
 constexpr int kDecodeDownRingBytes = 32 * 1024;
+
+// Blocks resident at once by shared memory alone. An SM holds the per-block opt-in maximum plus
+// the 1 KB the driver reserves per block (sm_80 163+1, sm_86/89/120 99+1, sm_90 227+1 KB: CUDA
+// C++ Programming Guide, "Compute Capabilities", shared memory per SM and per block).
+double resident_blocks(const GpuSpec& gpu, int smem_bytes) {
+  constexpr int kReservedPerBlock = 1024;
+  const int per_sm = (gpu.smem_per_block_bytes + kReservedPerBlock) / (smem_bytes + kReservedPerBlock);
+  return static_cast<double>(gpu.sm_count) * per_sm;
+}
 
 // Whether BLOCK_SIZE_N keeps a weight tile inside whole fp8 scale blocks (or whole blocks
 // inside a tile), as validation requires.
@@ -25,11 +35,22 @@ bool fits_block_n(const MoeShape& shape, int BLOCK_SIZE_N) {
   return block_n % BLOCK_SIZE_N == 0 || BLOCK_SIZE_N % block_n == 0;
 }
 
+// Block-fp8 GEMM2 at spe > 8: m64 n64 k128 s3, the warp-specialized kernel at 3 blocks per SM
+// (tile_math::gemm_wgmma_min_blocks). Layer A/B against the former m64n128 s4 (bench --vs, H200,
+// bench/results/2026-11-30_h200_final_call.md): Qwen3.5 TP4 M=1024 0.958, M=4096 0.983;
+// DeepSeek-V3 TP8 0.972, 0.988 (95% CIs all below 1). n64 s4 had lost by 9-15% before the
+// 3-blocks bound. Per-tensor fp8 (not warp-specialized, not measured) keeps n128 s4.
+void set_block_fp8_down(KernelConfig& c) {
+  c.BLOCK_SIZE_N = 64;
+  c.num_stages = 3;
+}
+
 }  // namespace
 
 KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, int M, bool down) {
   const bool fp8 = shape.dtype == Dtype::fp8_w8a8;
   const ValidationTarget target{shape.dtype, shape.block_shape, &gpu};
+  const bool block_fp8_down = fp8 && shape.block_shape && down;
   const int bytes = weight_bytes(shape.dtype);
   // The GEMM: up writes 2N columns reducing over K; down writes K columns reducing over N.
   const long long cols = down ? shape.K : 2LL * shape.N;
@@ -68,27 +89,35 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
       // 16 fp8 (shape, M <= 256, run) cases; k128 s4 won Qwen M=1 in both runs (4.0 vs 4.3 us)
       // and M=8 in the first run on both shapes (19.5 vs 19.9, 40.9 vs 41.0), all within 0.4 us
       // and the M=8 ones reversed in the second run: no separate fp8 rule.
-      // Stages: the most of 5 whose ring fits kDecodeDownRingBytes, i.e. fp8 s5 (25.8 KB), bf16
-      // and fp16 s3 (30.8 KB; s5 would be 51.3 KB = 4 blocks per SM by shared memory instead of
-      // 7). Decode-stage tuning of the three anchors (bench/results/2026-11-30_h200_decode_stages.md):
-      // bf16 s3 beat s5 by 8-20% at M = 2..256 (M=1: 6.37 vs 6.30 us, within noise) and s2 by
-      // 1-4%; fp8 s3 vs s5 within -7..+1.3%, no consistent winner, so fp8 keeps s5.
+      // Stages: 5, unless the launch has more blocks than 5 stages keep resident; then the
+      // most whose ring fits kDecodeDownRingBytes. fp8 s5 is 25.8 KB (8 blocks per SM on an
+      // H200): always 5. 16-bit s5 is 51.3 KB (4 per SM), s3 30.8 KB (7): from M = 2 on the
+      // three anchors' grids outgrow 4 x 132 blocks. Layer A/B, bf16 Qwen TP4, s3 against s5
+      // (bench --vs, 2026-11-30_h200_final_call.md): M=1 (384 blocks, all resident at s5)
+      // 1.036, so s5; M=2, 8, 64, 256 0.930, 0.956, 0.967, 0.944. fp8 s3 vs s5 in the tuner
+      // (2026-11-30_h200_decode_stages.md): -7..+1.3%, no consistent sign.
       c.BLOCK_SIZE_K = 64;
       c.num_stages = 5;
-      while (c.num_stages > 2 && moetune_smem_bytes(c, target) > kDecodeDownRingBytes) --c.num_stages;
+      const double blocks = active_experts * std::ceil(slots_per_active / c.BLOCK_SIZE_M) *
+                            std::ceil(static_cast<double>(cols) / c.BLOCK_SIZE_N);
+      if (blocks > resident_blocks(gpu, moetune_smem_bytes(c, target))) {
+        while (c.num_stages > 2 && moetune_smem_bytes(c, target) > kDecodeDownRingBytes) --c.num_stages;
+      }
     }
   } else if (spe <= 64) {
     // spe 32 (M=1024) measured: m64 n128 g8 w4 s4 won both GEMMs of every shape (fp8 s3 and s4
     // within 1%); 16-bit k64, fp8 k128 (128-byte rows: wgmma). Not measured between spe 8 and
     // 32: the band starts right above the last spe at which m16 won (M=256, spe 8).
     // fp8 up since the warp-specialized wgmma kernel (bench/results/2026-11-30_h200_gemm_ws.md):
-    // n64 ahead of n128 by 8% (Qwen, 130.7 vs 142.3 us) and 5% (DeepSeek, 289.4 vs 305.8).
+    // n64 ahead of n128 by 8% (Qwen, 130.7 vs 142.3 us) and 5% (DeepSeek, 289.4 vs 305.8);
+    // block-fp8 down: n64 s3 (set_block_fp8_down).
     c.BLOCK_SIZE_M = 64;
     c.BLOCK_SIZE_N = fp8 && !down ? 64 : 128;
     c.BLOCK_SIZE_K = k128_bytes;
     c.GROUP_SIZE_M = 8;
     c.num_warps = 4;
     c.num_stages = 4;
+    if (block_fp8_down) set_block_fp8_down(c);
   } else if (!fp8) {
     // spe 128 (M=4096) bf16: up m128n128k64 g16 w8 s4 (next best +6%); down m128n256k64 g16 w8
     // s3 (m64n128 +4%, m128n128 s4 +11%). fp16: same element width, same rule (not measured).
@@ -101,14 +130,15 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
   } else {
     // spe 128 fp8 block: m64 stays (every m128 fp8 config lost: +4..+18%), k128 g8 w4 s4; up
     // n64 (first run: ahead by 2-8%; prefetch run: n64 and n128 within 1.5% either way, so the
-    // recommendation's n64 stands), down n128 (n64 +9..+15%). Per-tensor fp8 (not measured)
-    // takes the same tiles.
+    // recommendation's n64 stands), down n128 (n64 s4 +9..+15%; block fp8 since the 3-blocks
+    // bound: n64 s3, set_block_fp8_down). Per-tensor fp8 (not measured) takes the same tiles.
     c.BLOCK_SIZE_M = 64;
     c.BLOCK_SIZE_K = 128;
     c.GROUP_SIZE_M = 8;
     c.num_warps = 4;
     c.num_stages = 4;
     c.BLOCK_SIZE_N = down ? 128 : 64;
+    if (block_fp8_down) set_block_fp8_down(c);
   }
 
   // Block fp8: a K-tile never straddles a scale group, so BLOCK_SIZE_K divides block_k (the

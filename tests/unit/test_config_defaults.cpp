@@ -73,11 +73,11 @@ const MoeShape kDsv3Fp8 = shape(256, 1, 256, 7168, 8, Dtype::fp8_w8a8, kBlock128
 // One token, Qwen3.5-122B-A10B at TP4: 8 active experts x 512/64 up columns = 64 tiles. bf16:
 // SPLIT_K 4 (256 blocks <= 2 x 132 SMs; 6 K-tiles per split), the measured best. fp8: the budget
 // doubles (4 x 132), SPLIT_K 8 (512 blocks; 3 K-tiles of 128 per split) with 3 stages, the
-// measured best on both fp8 shapes. Down never splits: n64 k64, s5 for fp8 (25.8 KB of ring),
-// s3 for 16-bit (30.8 KB; s5's 51.3 KB is over the 32 KB decode ring budget).
+// measured best on both fp8 shapes. Down never splits: n64 k64 s5 (bf16 too: its 384 blocks of
+// 51.3 KB fit 132 SMs x 4 at once).
 TEST(ConfigDefaults, MoetuneDecodeUsesSmallTilesAndSplitK) {
   EXPECT_EQ(up_at(kQwenBf16, 1), (KernelConfig{16, 64, 128, 1, 4, 4, 4}));
-  EXPECT_EQ(down_at(kQwenBf16, 1), (KernelConfig{16, 64, 64, 1, 4, 3, 1}));
+  EXPECT_EQ(down_at(kQwenBf16, 1), (KernelConfig{16, 64, 64, 1, 4, 5, 1}));
   EXPECT_EQ(up_at(kQwenFp8, 1), (KernelConfig{16, 64, 128, 1, 4, 3, 8}));
   EXPECT_EQ(down_at(kQwenFp8, 1), (KernelConfig{16, 64, 64, 1, 4, 5, 1}));
   EXPECT_EQ(up_at(kDsv3Fp8, 1), (KernelConfig{16, 64, 128, 1, 4, 3, 8}));
@@ -85,7 +85,8 @@ TEST(ConfigDefaults, MoetuneDecodeUsesSmallTilesAndSplitK) {
 }
 
 // M = 8..256 (spe 0.25..8): still m16, no split (M=8: ~57 active experts x 8 N-tiles = 459
-// blocks, over both budgets), up n64 k128 s4, down n64 k64 s5 (fp8) or s3 (16-bit).
+// blocks, over both budgets), up n64 k128 s4, down n64 k64 s5 (fp8) or s3 (16-bit: more blocks
+// than 4 per SM, so the ring shrinks to fit 32 KB).
 TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   for (const MoeShape* s : {&kQwenBf16, &kQwenFp8, &kDsv3Fp8}) {
     const int down_stages = s->dtype == Dtype::fp8_w8a8 ? 5 : 3;
@@ -96,27 +97,49 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   }
 }
 
+// Decode down's stage count follows its grid: at one token a bf16 GEMM2 with K = 3072 has
+// 8 x 48 = 384 blocks, all resident at 5 stages (4 x 132); with K = 7168 it has 8 x 112 = 896,
+// so the ring shrinks to 3 stages (30.8 KB, 7 per SM). On a GPU with 4x the SMs (2,112 resident
+// at s5) 896 fit, and so do K = 3072's ~31 experts x 48 at M = 4 (~1,470; 528 on the H200).
+TEST(ConfigDefaults, MoetuneDecodeDownStagesFollowTheGrid) {
+  const MoeShape wide_bf16 = shape(256, 1, 256, 7168, 8, Dtype::bf16, std::nullopt);
+  EXPECT_EQ(down_at(kQwenBf16, 1).num_stages, 5);
+  EXPECT_EQ(down_at(wide_bf16, 1).num_stages, 3);
+  GpuSpec big = gpu(test::kH200);
+  big.sm_count *= 4;
+  EXPECT_EQ(moetune_default_config(wide_bf16, big, 1, true).num_stages, 5);
+  EXPECT_EQ(down_at(kQwenBf16, 4).num_stages, 3);
+  EXPECT_EQ(moetune_default_config(kQwenBf16, big, 4, true).num_stages, 5);
+}
+
+// Per-tensor fp8 (not warp-specialized, not measured) keeps GEMM2 at n128 s4 above decode.
+TEST(ConfigDefaults, MoetunePerTensorFp8DownKeepsN128) {
+  const MoeShape tensor_fp8 = shape(256, 1, 256, 3072, 8, Dtype::fp8_w8a8, std::nullopt);
+  EXPECT_EQ(down_at(tensor_fp8, 1024), (KernelConfig{64, 128, 128, 8, 4, 4, 1}));
+  EXPECT_EQ(down_at(tensor_fp8, 4096), (KernelConfig{64, 128, 128, 8, 4, 4, 1}));
+}
+
 // spe 8 < x <= 64 (M=1024: 32): m64 n128 g8 w4 s4, k64 for 16-bit and k128 for fp8, both GEMMs,
-// except fp8 up: n64.
+// except fp8 up: n64, and block-fp8 down: n64 s3.
 TEST(ConfigDefaults, MoetuneMiddleBand) {
   for (int M : {257, 1024, 2048}) {
     EXPECT_EQ(up_at(kQwenBf16, M), (KernelConfig{64, 128, 64, 8, 4, 4, 1})) << M;
     EXPECT_EQ(down_at(kQwenBf16, M), (KernelConfig{64, 128, 64, 8, 4, 4, 1})) << M;
     for (const MoeShape* s : {&kQwenFp8, &kDsv3Fp8}) {
       EXPECT_EQ(up_at(*s, M), (KernelConfig{64, 64, 128, 8, 4, 4, 1})) << M;
-      EXPECT_EQ(down_at(*s, M), (KernelConfig{64, 128, 128, 8, 4, 4, 1})) << M;
+      EXPECT_EQ(down_at(*s, M), (KernelConfig{64, 64, 128, 8, 4, 3, 1})) << M;
     }
   }
 }
 
 // spe > 64 (M=4096: 128): bf16 m128 k64 g16 w8, up n128 s4, down n256 s3; block fp8 stays at
-// m64 k128 g8 w4 s4, up n64, down n128.
+// m64 k128 g8 w4, up n64 s4, down n64 s3.
 TEST(ConfigDefaults, MoetunePrefillUsesBigTiles) {
   EXPECT_EQ(up_at(kQwenBf16, 4096), (KernelConfig{128, 128, 64, 16, 8, 4, 1}));
   EXPECT_EQ(down_at(kQwenBf16, 4096), (KernelConfig{128, 256, 64, 16, 8, 3, 1}));
   for (const MoeShape* s : {&kQwenFp8, &kDsv3Fp8}) {
     EXPECT_EQ(up_at(*s, 4096), (KernelConfig{64, 64, 128, 8, 4, 4, 1}));
-    EXPECT_EQ(down_at(*s, 4096), (KernelConfig{64, 128, 128, 8, 4, 4, 1}));
+    EXPECT_EQ(down_at(*s, 4096), (KernelConfig{64, 64, 128, 8, 4, 3, 1}));
   }
 }
 
