@@ -22,6 +22,10 @@ struct Routing {
   int topk_group = 1;                    // groups kept per token
   double routed_scaling_factor = 1.0;    // multiplies the routed weights
   bool correction_bias = false;          // `topk_method: noaux_tc`: a per-expert bias in selection
+  // When config.json names no `scoring_func`, where the scoring came from: the architecture's
+  // known router (e.g. Glm4Moe: sigmoid with a correction bias), or a warning that softmax was
+  // assumed for an architecture moetune does not know. "" when the config names it.
+  std::string note;
 };
 
 // One MoE layer on one rank. All sizes in elements.

@@ -33,6 +33,7 @@ int run_shapes(const GlobalOptions& g) {
   fmt::print("sizes         N={} per rank (TP {}), K={}\n", s.N, s.tp, s.K);
   fmt::print("dtype         {}{}{}\n", to_string(s.dtype), block.empty() ? "" : ", ", block);
   fmt::print("routing       {}\n", routing_text(s.routing));
+  if (!s.routing.note.empty()) fmt::print("              ({})\n", s.routing.note);
   fmt::print("MoE layers    {} of {}\n", s.moe_layers, s.num_layers);
   fmt::print("config files  for {}:\n", t.gpu.name);
   fmt::print("  sglang      {}\n", config_file_name(s, t.gpu.name, Naming::sglang));

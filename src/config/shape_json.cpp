@@ -28,6 +28,7 @@ nlohmann::ordered_json shape_json(const MoeShape& s, const std::string& device_n
                                         {"topk_group", s.routing.topk_group},
                                         {"routed_scaling_factor", s.routing.routed_scaling_factor},
                                         {"correction_bias", s.routing.correction_bias}};
+  if (!s.routing.note.empty()) j["routing"]["note"] = s.routing.note;
   j["moe_layers"] = s.moe_layers;
   j["config_file"] =
       nlohmann::ordered_json{{"sglang", config_file_name(s, device_name, Naming::sglang)},

@@ -35,7 +35,7 @@ MoeShape parse(const nlohmann::json& config, const ModelOptions& opts, const std
   shape.architecture = read_architecture(view);
   const model::GlobalSizes sizes = model::read_sizes(view, opts);
   model::apply_parallel(shape, sizes, opts);
-  shape.routing = model::read_routing(view, shape.E_global, shape.topk);
+  shape.routing = model::read_routing(view, shape.E_global, shape.topk, shape.architecture);
   const model::LayerCount layers = model::count_moe_layers(view);
   shape.num_layers = layers.num_layers;
   shape.moe_layers = layers.moe_layers;

@@ -55,6 +55,43 @@ TEST(Routing, DefaultsWhenAbsent) {
   EXPECT_EQ(kimi.n_group, 1);
 }
 
+// GLM-4.5/4.6 configs name no scoring_func; their router (transformers' Glm4MoeTopkRouter, vLLM
+// and SGLang glm4_moe) is sigmoid with a correction bias: from the architecture, with a note.
+TEST(Routing, Glm4MoeSigmoidWithBiasFromArchitecture) {
+  for (const char* file : {"glm-4.5.json", "glm-4.6.json"}) {
+    const Routing r = routing_of(file);
+    EXPECT_EQ(r.scoring, "sigmoid") << file;
+    EXPECT_TRUE(r.correction_bias) << file;
+    EXPECT_TRUE(r.renormalize) << file;
+    EXPECT_NE(r.note.find("Glm4MoeForCausalLM"), std::string::npos) << r.note;
+  }
+  EXPECT_DOUBLE_EQ(routing_of("glm-4.5.json").routed_scaling_factor, 2.5);
+  // A config that names its scoring function wins over the architecture, and needs no note.
+  json c = tiny();
+  c["architectures"] = json::array({"Glm4MoeForCausalLM"});
+  c["scoring_func"] = "softmax";
+  const Routing named = parse_hf_config(c, {}).routing;
+  EXPECT_EQ(named.scoring, "softmax");
+  EXPECT_FALSE(named.correction_bias);
+  EXPECT_EQ(named.note, "");
+}
+
+// Known softmax routers need no note; an unknown architecture gets softmax with a note saying
+// it was assumed; Llama 4 (router weight on the input) gets its own note.
+TEST(Routing, NoteWhenTheScoringIsNotNamed) {
+  EXPECT_EQ(routing_of("mixtral-8x7b-v0.1.json").note, "");
+  EXPECT_EQ(routing_of("qwen3.5-122b-a10b.json").note, "");
+  EXPECT_EQ(routing_of("deepseek-v3.json").note, "");  // names scoring_func
+  json c = tiny();
+  c["architectures"] = json::array({"FutureMoeForCausalLM"});
+  const Routing unknown = parse_hf_config(c, {}).routing;
+  EXPECT_EQ(unknown.scoring, "softmax");
+  EXPECT_NE(unknown.note.find("softmax assumed"), std::string::npos) << unknown.note;
+  EXPECT_NE(unknown.note.find("FutureMoeForCausalLM"), std::string::npos) << unknown.note;
+  const Routing llama = routing_of("llama-4-scout-17b-16e-instruct.json");
+  EXPECT_NE(llama.note.find("Llama 4"), std::string::npos) << llama.note;
+}
+
 TEST(Routing, NullFieldsAreAbsent) {
   json c = tiny();
   c["n_group"] = nullptr;
