@@ -12,6 +12,7 @@
 
 #include "config/config_keys.hpp"
 #include "model/config_view.hpp"
+#include "model/json_text.hpp"
 #include "moetune/config.hpp"
 #include "moetune/error.hpp"
 
@@ -144,7 +145,9 @@ ParsedTable read_config_table(const std::filesystem::path& path) {
   if (in.bad()) throw InputError("config", path.string(), "cannot read file");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    j = model::parse_json_text(text.str());
+  } catch (const model::DuplicateJsonKey& e) {
+    throw InputError("config", path.string(), std::string("invalid JSON: ") + e.what());
   } catch (const nlohmann::json::exception& e) {
     // parse_error, and out_of_range for a number too large for a double ("1e999").
     throw InputError("config", path.string(), "invalid JSON: " + short_json_error(e.what()));

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config_view.hpp"
+#include "model/json_text.hpp"
 #include "model/presets_embedded.hpp"
 #include "moetune/error.hpp"
 #include "moetune/model.hpp"
@@ -22,7 +23,9 @@ using nlohmann::json;
 
 json parse_text(const std::string& text, const std::string& label) {
   try {
-    return json::parse(text);
+    return model::parse_json_text(text);
+  } catch (const model::DuplicateJsonKey& e) {
+    throw InputError("model", label, fmt::format("invalid JSON: {}", e.what()));
   } catch (const json::exception& e) {
     // Drop nlohmann's "[json.exception.parse_error.101] " tag: the user needs the position.
     std::string_view what = e.what();

@@ -179,6 +179,16 @@ TEST(ConfigTableJson, FileErrorsNameThePath) {
     EXPECT_EQ(e.value(), broken.string());
     EXPECT_EQ(e.reason().rfind("invalid JSON: ", 0), 0u) << e.reason();
   }
+  // Two entries for one batch size: nlohmann would keep the last silently.
+  const fs::path dup = dir.path() / "dup.json";
+  std::ofstream(dup) << R"({"64": {"BLOCK_SIZE_M": 16}, "64": {"BLOCK_SIZE_M": 64}})";
+  try {
+    read_config_table(dup);
+    FAIL() << "no error for a duplicate batch size";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "config");
+    EXPECT_EQ(e.reason(), "invalid JSON: duplicate key \"64\"");
+  }
   // A number too large for a double is nlohmann's out_of_range, not parse_error: it escaped as
   // an internal error (exit 1).
   const fs::path overflow = dir.path() / "overflow.json";

@@ -119,6 +119,25 @@ TEST_F(LoadModel, InvalidJsonNamesTheFile) {
   EXPECT_EQ(input_error([&] { load_model(empty.string(), {}); }).value(), empty.string());
 }
 
+// nlohmann keeps the last of two equal keys; a config.json with hidden_size twice is refused,
+// and so is a key repeated in a nested object. The same key in two sibling objects is fine.
+TEST_F(LoadModel, DuplicateKeysAreInvalidJson) {
+  const fs::path p = write("dup.json", R"({"num_experts": 8, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 256, "hidden_size": 512, "hidden_size": 1024})");
+  const InputError e = input_error([&] { load_model(p.string(), {}); });
+  EXPECT_EQ(e.field(), "model");
+  EXPECT_EQ(e.value(), p.string());
+  EXPECT_TRUE(contains(e.what(), "invalid JSON: duplicate key \"hidden_size\"")) << e.what();
+  const fs::path nested = write("nested.json", R"({"text_config": {"num_experts": 8,
+    "num_experts": 16, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
+    "hidden_size": 512}})");
+  EXPECT_TRUE(contains(input_error([&] { load_model(nested.string(), {}); }).what(),
+                       "duplicate key \"num_experts\""));
+  const fs::path siblings = write("siblings.json", R"({"num_experts": 8, "num_experts_per_tok": 2,
+    "moe_intermediate_size": 256, "hidden_size": 512, "a": {"x": 1}, "b": {"x": 2}})");
+  EXPECT_EQ(load_model(siblings.string(), {}).K, 512);
+}
+
 TEST_F(LoadModel, DenseFileNamesTheFile) {
   const fs::path p = write("dense.json", R"({"hidden_size": 4096, "num_hidden_layers": 32})");
   const InputError e = input_error([&] { load_model(p.string(), {}); });
