@@ -58,6 +58,26 @@ class DecodeStages(unittest.TestCase):
             self.assertIn("down: best stage count for the default's tile: s2 at every row",
                           r.stdout)
 
+    def test_a_down_default_at_gemm1s_candidate_block_m_is_left_out(self):
+        # The tuner times GEMM2 at GEMM1's candidate BLOCK_SIZE_M; the down sidecar's default
+        # then is not the layer's (measured: Qwen3.5 fp8 M=4, m64). Such a row is left out.
+        with tempfile.TemporaryDirectory() as d:
+            run_dir = os.path.join(d, "run")
+            shutil.copytree(MEASURED, run_dir)
+            meta = os.path.join(run_dir, NAME + "_down.meta.json")
+            with open(meta) as f:
+                m = json.load(f)
+            m["entries"]["8"]["default_config"]["BLOCK_SIZE_M"] = 64
+            with open(meta, "w") as f:
+                json.dump(m, f)
+            r = run(run_dir)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn("| 8 | down |", r.stdout)
+            self.assertIn("| 8 | up |", r.stdout)
+            self.assertIn("left out: E=256 N=256 K=3072 topk=8 bf16 M=8 down: its sidecar default "
+                          "has BLOCK_SIZE_M 64", r.stdout)
+            self.assertIn("down: best stage count for the default's tile: no row", r.stdout)
+
     def test_bad_input_is_one_line_and_exit_2(self):
         with tempfile.TemporaryDirectory() as d:
             for args in ([os.path.join(d, "nowhere")], [d], [MEASURED, "--max-m", "x"]):
