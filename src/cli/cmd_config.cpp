@@ -136,6 +136,14 @@ ResolvedTarget validation_target(const GlobalOptions& g, const std::string& file
     r.gpu = *find_gpu(hints.device);
   } else {
     r.gpu = resolve_gpu(g);
+    // A device moetune has no spec for: its shared-memory limit is unknown, so say which GPU's
+    // limit the entries are checked against (it was silent: a B300 table "passed" as an H200's).
+    if (!g.given("gpu") && !hints.device.empty()) {
+      fmt::print(stderr,
+                 "moetune: note: device_name={} (file name) is not in moetune's GPU table; "
+                 "checking against {} (choose with --gpu)\n",
+                 hints.device, r.gpu.name);
+    }
   }
   return r;
 }

@@ -152,6 +152,20 @@ class Validate(CliTestCase):
             self.assertExit(r, EXIT_PROBLEMS)
             self.assertFalse({e["M"]: e for e in r.json()["entries"]}[4096]["ok"])
 
+    def test_unknown_device_in_the_file_name_is_noted(self):
+        # moetune has no spec for it: the note names the GPU whose limits were used instead.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "E=256,N=256,device_name=NVIDIA_Future_X9,dtype=fp8_w8a8.json")
+            with open(BAD_SMEM) as src, open(path, "w") as dst:
+                dst.write(src.read())
+            r = run("config", "validate", path, "--json")
+            self.assertIn("device_name=NVIDIA_Future_X9 (file name) is not in moetune's GPU table",
+                          r.err)
+            self.assertIn("checking against NVIDIA H200 (choose with --gpu)", r.err)
+            self.assertTrue(r.json()["ok"])  # checked as an H200 table: it fits (not an RTX PRO 6000)
+            quiet = run("config", "validate", path, "--json", "--gpu", "H200")
+            self.assertNotIn("NVIDIA_Future_X9", quiet.err)
+
     def test_bad_inputs(self):
         for args, words in ((["--block-shape", "128"], ["block-shape", "128"]),
                             (["--gpu", "nonsense"], ["gpu", "nonsense"]),
