@@ -35,11 +35,17 @@ bool fits_block_n(const MoeShape& shape, int BLOCK_SIZE_N) {
   return block_n % BLOCK_SIZE_N == 0 || BLOCK_SIZE_N % block_n == 0;
 }
 
-// Block-fp8 GEMM2 at spe > 8: m64 n64 k128 s3, the warp-specialized kernel at 3 blocks per SM
-// (tile_math::gemm_wgmma_min_blocks). Layer A/B against the former m64n128 s4 (bench --vs, H200,
-// bench/results/2026-11-30_h200_final_call.md): Qwen3.5 TP4 M=1024 0.958, M=4096 0.983;
-// DeepSeek-V3 TP8 0.972, 0.988 (95% CIs all below 1). n64 s4 had lost by 9-15% before the
-// 3-blocks bound. Per-tensor fp8 (not warp-specialized, not measured) keeps n128 s4.
+// Block-fp8 GEMM2 at spe > 8 on sm_90a: m64 n64 k128 s3 where its reduction (N) is short enough
+// for the plain wgmma kernel (< kWarpSpecializeMinKTiles K-tiles; 128 threads, 49.5 KB: 4 blocks
+// per SM), as on both measured shapes (N = 256 per rank: 2 K-tiles). Layer A/B against the former
+// m64n128 s4 (bench --vs, H200, bench/results/2026-11-30_h200_final_call.md): Qwen3.5 TP4 M=1024
+// 0.958, M=4096 0.983; DeepSeek-V3 TP8 0.972, 0.988 (95% CIs below 1; the GEMM phase alone
+// faster at M=1024, within noise at 4096). Not measured, so unchanged (n128 s4): a wide expert's
+// warp-specialized GEMM2 (N >= 1024 per rank), the mma.sync GPUs, per-tensor fp8.
+bool block_fp8_down_n64(const MoeShape& shape, const GpuSpec& gpu, long long depth) {
+  return shape.dtype == Dtype::fp8_w8a8 && shape.block_shape && gpu.arch() == "sm_90a" &&
+         !tile_math::gemm_wgmma_warp_specialized(true, static_cast<int>(depth), 128, 1);
+}
 void set_block_fp8_down(KernelConfig& c) {
   c.BLOCK_SIZE_N = 64;
   c.num_stages = 3;
@@ -50,7 +56,7 @@ void set_block_fp8_down(KernelConfig& c) {
 KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, int M, bool down) {
   const bool fp8 = shape.dtype == Dtype::fp8_w8a8;
   const ValidationTarget target{shape.dtype, shape.block_shape, &gpu};
-  const bool block_fp8_down = fp8 && shape.block_shape && down;
+  const bool block_fp8_down = down && block_fp8_down_n64(shape, gpu, shape.N);
   const int bytes = weight_bytes(shape.dtype);
   // The GEMM: up writes 2N columns reducing over K; down writes K columns reducing over N.
   const long long cols = down ? shape.K : 2LL * shape.N;
@@ -110,7 +116,7 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     // 32: the band starts right above the last spe at which m16 won (M=256, spe 8).
     // fp8 up since the warp-specialized wgmma kernel (bench/results/2026-11-30_h200_gemm_ws.md):
     // n64 ahead of n128 by 8% (Qwen, 130.7 vs 142.3 us) and 5% (DeepSeek, 289.4 vs 305.8);
-    // block-fp8 down: n64 s3 (set_block_fp8_down).
+    // block-fp8 down on sm_90a with a short reduction: n64 s3 (block_fp8_down_n64).
     c.BLOCK_SIZE_M = 64;
     c.BLOCK_SIZE_N = fp8 && !down ? 64 : 128;
     c.BLOCK_SIZE_K = k128_bytes;
@@ -130,8 +136,9 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
   } else {
     // spe 128 fp8 block: m64 stays (every m128 fp8 config lost: +4..+18%), k128 g8 w4 s4; up
     // n64 (first run: ahead by 2-8%; prefetch run: n64 and n128 within 1.5% either way, so the
-    // recommendation's n64 stands), down n128 (n64 s4 +9..+15%; block fp8 since the 3-blocks
-    // bound: n64 s3, set_block_fp8_down). Per-tensor fp8 (not measured) takes the same tiles.
+    // recommendation's n64 stands), down n128 (n64 s4 +9..+15%); block-fp8 down on sm_90a with
+    // a short reduction: n64 s3 (block_fp8_down_n64). Per-tensor fp8 (not measured) takes the
+    // same tiles as block fp8 did before that rule.
     c.BLOCK_SIZE_M = 64;
     c.BLOCK_SIZE_K = 128;
     c.GROUP_SIZE_M = 8;

@@ -112,11 +112,26 @@ TEST(ConfigDefaults, MoetuneDecodeDownStagesFollowTheGrid) {
   EXPECT_EQ(moetune_default_config(kQwenBf16, big, 4, true).num_stages, 5);
 }
 
-// Per-tensor fp8 (not warp-specialized, not measured) keeps GEMM2 at n128 s4 above decode.
-TEST(ConfigDefaults, MoetunePerTensorFp8DownKeepsN128) {
+// Block-fp8 GEMM2 above decode takes n64 s3 only where it was measured: sm_90a with a reduction
+// (N) short of warp specialization (N = 256: 2 K-tiles). A wide expert (N = 1536 per rank: 12
+// K-tiles, warp-specialized), per-tensor fp8 and the mma.sync GPUs keep n128 s4.
+TEST(ConfigDefaults, MoetuneFp8DownN64OnlyWhereMeasured) {
+  const KernelConfig n128{64, 128, 128, 8, 4, 4, 1};
   const MoeShape tensor_fp8 = shape(256, 1, 256, 3072, 8, Dtype::fp8_w8a8, std::nullopt);
-  EXPECT_EQ(down_at(tensor_fp8, 1024), (KernelConfig{64, 128, 128, 8, 4, 4, 1}));
-  EXPECT_EQ(down_at(tensor_fp8, 4096), (KernelConfig{64, 128, 128, 8, 4, 4, 1}));
+  EXPECT_EQ(down_at(tensor_fp8, 1024), n128);
+  EXPECT_EQ(down_at(tensor_fp8, 4096), n128);
+  const MoeShape wide = shape(128, 1, 1536, 4096, 8, Dtype::fp8_w8a8, kBlock128);
+  EXPECT_EQ(down_at(wide, 1024), n128);
+  EXPECT_EQ(moetune_default_config(kQwenFp8, gpu(test::kRtxPro6000), 1024, true).BLOCK_SIZE_N, 128);
+}
+
+// fp16 follows bf16 (same element width); on the RTX PRO 6000 (99 KB + 1 KB per SM: one 51.3 KB
+// block) even one token's 384 blocks outgrow the 188 resident at 5 stages.
+TEST(ConfigDefaults, MoetuneDecodeDownStagesFp16AndSmallSmem) {
+  const MoeShape fp16 = shape(256, 1, 256, 3072, 8, Dtype::fp16, std::nullopt);
+  EXPECT_EQ(down_at(fp16, 1).num_stages, 5);
+  EXPECT_EQ(down_at(fp16, 8).num_stages, 3);
+  EXPECT_EQ(moetune_default_config(kQwenBf16, gpu(test::kRtxPro6000), 1, true).num_stages, 3);
 }
 
 // spe 8 < x <= 64 (M=1024: 32): m64 n128 g8 w4 s4, k64 for 16-bit and k128 for fp8, both GEMMs,
