@@ -12,7 +12,7 @@ std::string routing_text(const Routing& r) {
   std::string t = r.scoring + (r.renormalize ? ", renormalized" : ", not renormalized");
   if (r.n_group > 1) t += fmt::format(", grouped top-k {} of {} groups", r.topk_group, r.n_group);
   if (r.routed_scaling_factor != 1.0) t += fmt::format(", scaled by {:g}", r.routed_scaling_factor);
-  if (r.correction_bias) t += ", correction bias (noaux_tc)";
+  if (r.correction_bias) t += ", correction bias";
   return t;
 }
 

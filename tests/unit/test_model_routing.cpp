@@ -66,14 +66,28 @@ TEST(Routing, Glm4MoeSigmoidWithBiasFromArchitecture) {
     EXPECT_NE(r.note.find("Glm4MoeForCausalLM"), std::string::npos) << r.note;
   }
   EXPECT_DOUBLE_EQ(routing_of("glm-4.5.json").routed_scaling_factor, 2.5);
-  // A config that names its scoring function wins over the architecture, and needs no note.
+  // A config that names its scoring function wins for the scoring; the bias still comes from
+  // the router unless topk_method names the method. Both named: no note.
   json c = tiny();
   c["architectures"] = json::array({"Glm4MoeForCausalLM"});
-  c["scoring_func"] = "softmax";
-  const Routing named = parse_hf_config(c, {}).routing;
-  EXPECT_EQ(named.scoring, "softmax");
-  EXPECT_FALSE(named.correction_bias);
-  EXPECT_EQ(named.note, "");
+  c["scoring_func"] = "sigmoid";
+  const Routing scoring_named = parse_hf_config(c, {}).routing;
+  EXPECT_EQ(scoring_named.scoring, "sigmoid");
+  EXPECT_TRUE(scoring_named.correction_bias);
+  EXPECT_NE(scoring_named.note.find("a correction bias, which config.json does not name"),
+            std::string::npos)
+      << scoring_named.note;
+  c["topk_method"] = "greedy";
+  const Routing both_named = parse_hf_config(c, {}).routing;
+  EXPECT_FALSE(both_named.correction_bias);
+  EXPECT_EQ(both_named.note, "");
+  // Without architectures, model_type names the router.
+  json t = tiny();
+  t["model_type"] = "glm4_moe";
+  const Routing by_type = parse_hf_config(t, {}).routing;
+  EXPECT_EQ(by_type.scoring, "sigmoid");
+  EXPECT_TRUE(by_type.correction_bias);
+  EXPECT_NE(by_type.note.find("glm4_moe's router"), std::string::npos) << by_type.note;
 }
 
 // Known softmax routers need no note; an unknown architecture gets softmax with a note saying
