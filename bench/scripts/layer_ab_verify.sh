@@ -10,7 +10,7 @@
 # bf16), BASE and NEW interleaved twice. Summary last.
 # Used for routing + alignment in one launch (route-align: the defaults below, which straddle its
 # bound M <= 4) and GEMM2's top-k sum (fold-topk: BASE=. NEW=fold BENCH_BATCH=1,8,64,256
-# CHECK_BATCH=1,3,8,64,257).
+# CHECK_BATCH=1,8,64,257). About 4 minutes with the check's 200 s limit.
 set -uo pipefail
 base=${BASE:-main} new=${NEW:-ra}
 bench_batch=${BENCH_BATCH:-1,2,4,8,9} check_batch=${CHECK_BATCH:-1,3,4,5,8}
@@ -24,7 +24,7 @@ step() {  # step NAME SECONDS command...
   echo "$name: exit $? in $(( $(date +%s) - t0 )) s" | tee -a "$out/summary.txt"
 }
 step test_pdl 60 ".devbin/$new/gpu_test_moe_pdl" --gtest_color=no
-step check 90 ".devbin/$new/moetune" check --batch "$check_batch" --configs 1
+step check 200 ".devbin/$new/moetune" check --batch "$check_batch" --configs 1
 i=0
 for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8" "--model qwen3.5-122b-a10b --tp 4"; do
   for run in 1 2; do
@@ -38,5 +38,7 @@ done
 tar -czf "$OUT/layer_ab.tgz" -C "$out" .
 grep -E "^timing|\[  (FAILED|PASSED) |FAILED" "$out/test_pdl.txt"
 echo "check: ok $(grep -c '^ok' "$out/check.txt"), not ok:"; grep -vE "^ok " "$out/check.txt" | tail -n 4
+# A check stopped by its timeout prints no "N checks on ..., M failed" line: say so.
+grep -qE "^[0-9]+ checks on .*, [0-9]+ failed" "$out/check.txt" || echo "check: NOT FINISHED (no summary line)"
 for f in "$out"/bench_*.txt; do echo "=== $(basename "$f")"; tail -n 5 "$f"; done
 cat "$out/summary.txt"
