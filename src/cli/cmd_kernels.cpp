@@ -2,6 +2,7 @@
 // NVRTC (no GPU needed; CI runs it). A compile failure is reported per kernel and exits 1.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -23,25 +24,37 @@ struct KernelsOptions {
   bool list = false;
 };
 
-// The first line of an NVRTC log that says something.
+// The line of an NVRTC log that says what failed: the first naming an error, else the first
+// that says something (the first line is often just "file(line):", the error below it).
 std::string first_log_line(const std::string& log) {
+  std::string first;
   std::size_t start = 0;
   while (start < log.size()) {
     std::size_t end = log.find('\n', start);
     std::string line =
         log.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    if (line.find_first_not_of(" \t\r") != std::string::npos) return line;
+    if (line.find("error") != std::string::npos) return line;
+    if (first.empty() && line.find_first_not_of(" \t\r") != std::string::npos) first = line;
     if (end == std::string::npos) break;
     start = end + 1;
   }
-  return "(no log)";
+  return first.empty() ? "(no log)" : first;
 }
+
+// moetune's kernels use cp.async and bf16 mma.sync: sm_80 and newer.
+constexpr int kMinArch = 80;
 
 int run_kernels(const GlobalOptions& g, const KernelsOptions& o) {
   std::string arch;
   if (given(o.arch_opt)) {
     if (!std::regex_match(o.arch, std::regex(R"(sm_[0-9]{2,3}[af]?)"))) {
       throw InputError("arch", o.arch, "expected an NVRTC target such as sm_80, sm_89, sm_90a");
+    }
+    if (std::stoi(o.arch.substr(3)) < kMinArch) {
+      throw InputError("arch", o.arch,
+                       fmt::format("moetune's kernels need sm_{} or newer (cp.async, bf16 "
+                                   "mma.sync)",
+                                   kMinArch));
     }
     arch = o.arch;
     if (g.given("gpu")) (void)resolve_gpu(g);  // a misspelt --gpu is still bad input
@@ -72,6 +85,14 @@ int run_kernels(const GlobalOptions& g, const KernelsOptions& o) {
     }
     cached += k.from_cache ? 1 : 0;
     compile_s += k.compile_s;
+  }
+  // Every kernel refused as an invalid option: NVRTC does not know the target (e.g. sm_999).
+  if (failed > 0 && failed == static_cast<int>(compiled.size()) &&
+      std::all_of(failures.begin(), failures.end(), [](const auto& f) {
+        return f["log"].template get<std::string>().find("INVALID_OPTION") != std::string::npos;
+      })) {
+    throw InputError("arch", arch,
+                     fmt::format("NVRTC {} cannot compile for it", cuda::Jit::instance().nvrtc_version()));
   }
   if (!o.compile_only) {
     // With a GPU: load each compiled kernel too (module load, registers).

@@ -90,6 +90,27 @@ int run(int argc, char** argv) {
       if (!known) {
         throw moetune::InputError("command", argv[1], "unknown command; commands: " + names);
       }
+      // The same one level down (`moetune config lookpu`): name the misspelt subcommand.
+      CLI::App* cmd = app.get_subcommand(argv[1]);
+      const auto subs = cmd->get_subcommands(std::function<bool(CLI::App*)>{});
+      if (!subs.empty() && (argc == 2 || argv[2][0] == '-')) {
+        std::string sub_names;
+        for (const CLI::App* sub : subs) sub_names += (sub_names.empty() ? "" : ", ") + sub->get_name();
+        throw moetune::InputError("command", argv[1], "needs a command: " + sub_names);
+      }
+      if (!subs.empty() && argc > 2 && argv[2][0] != '-') {
+        std::string sub_names;
+        bool sub_known = false;
+        for (const CLI::App* sub : subs) {
+          sub_known = sub_known || sub->check_name(argv[2]);
+          sub_names += (sub_names.empty() ? "" : ", ") + sub->get_name();
+        }
+        if (!sub_known) {
+          throw moetune::InputError(
+              "command", std::string(argv[1]) + " " + argv[2],
+              std::string("unknown ") + argv[1] + " command; " + argv[1] + " commands: " + sub_names);
+        }
+      }
     }
     return fail(moetune::kExitBadInput, std::string(e.what()) + " (see moetune --help)");
   }

@@ -52,7 +52,10 @@ void check_block_divisible(const MoeShape& shape, const GlobalSizes& sizes) {
                     block));
   }
   if (shape.K % block_k != 0) {
-    throw InputError("block-shape", fmt::format("{},{}", block_n, block_k),
+    // Blame an overridden hidden size (--hidden) where the user gave one; else the block.
+    const bool flag = sizes.hidden.from.starts_with("--");
+    throw InputError(flag ? sizes.hidden.from.substr(2) : "block-shape",
+                     flag ? std::to_string(sizes.hidden.value) : fmt::format("{},{}", block_n, block_k),
                      fmt::format("K {} ({}) is not divisible by the fp8 block_k {} of "
                                  "block_shape {}",
                                  shape.K, sizes.hidden.from, block_k, block));

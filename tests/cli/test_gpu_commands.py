@@ -54,7 +54,9 @@ class CompileOnly(CliTestCase):
                 self.assertGreater(j["kernels"], 5)
 
     def test_bad_arch(self):
-        for arch in ("sm90", "hopper", ""):
+        # sm_75: below the kernels' sm_80; sm_999: NVRTC knows no such target (every kernel an
+        # invalid option): one line each, exit 2, not a FAILED line per kernel.
+        for arch in ("sm90", "hopper", "", "sm_75", "sm_999"):
             with self.subTest(arch=arch):
                 self.assertOneErrorLine(run("kernels", "--compile-only", "--arch", arch),
                                         EXIT_BAD_INPUT, "arch")

@@ -105,6 +105,12 @@ TEST(Parallel, Fp8BlockRefusalNamesWhatTheUserCanChange) {
       input_error([&] { parse_hf_config(model_config("qwen3-235b-a22b-fp8.json"), o); });
   EXPECT_EQ(i.field(), "intermediate");
   EXPECT_EQ(i.value(), "100");
+  o = par(4, 1);
+  o.hidden = 100;  // --hidden 100: K not divisible by block_k 128, the override is to blame
+  const InputError h =
+      input_error([&] { parse_hf_config(model_config("qwen3-235b-a22b-fp8.json"), o); });
+  EXPECT_EQ(h.field(), "hidden");
+  EXPECT_EQ(h.value(), "100");
 }
 
 }  // namespace
