@@ -37,6 +37,9 @@ struct MoeShape {
   int K = 0;                 // hidden size
   int topk = 0;              // experts per token
   Dtype dtype = Dtype::bf16;
+  // Why dtype is not the checkpoint's own, when a preset chose it (the gpt-oss presets analyse
+  // their mxfp4 weights as bf16); "" otherwise.
+  std::string dtype_note;
   std::optional<std::array<int, 2>> block_shape;  // fp8 block-wise [block_n, block_k]
   Routing routing;
   int num_layers = 0;        // num_hidden_layers (0: the config does not say)

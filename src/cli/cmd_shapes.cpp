@@ -32,6 +32,7 @@ int run_shapes(const GlobalOptions& g) {
              s.ep, s.topk);
   fmt::print("sizes         N={} per rank (TP {}), K={}\n", s.N, s.tp, s.K);
   fmt::print("dtype         {}{}{}\n", to_string(s.dtype), block.empty() ? "" : ", ", block);
+  if (!s.dtype_note.empty()) fmt::print("              ({})\n", s.dtype_note);
   fmt::print("routing       {}\n", routing_text(s.routing));
   if (!s.routing.note.empty()) fmt::print("              ({})\n", s.routing.note);
   fmt::print("MoE layers    {} of {}\n", s.moe_layers, s.num_layers);

@@ -17,6 +17,7 @@ nlohmann::ordered_json shape_json(const MoeShape& s, const std::string& device_n
   j["K"] = s.K;
   j["topk"] = s.topk;
   j["dtype"] = std::string(to_string(s.dtype));
+  if (!s.dtype_note.empty()) j["dtype_note"] = s.dtype_note;
   j["block_shape"] = s.block_shape
                          ? nlohmann::ordered_json{(*s.block_shape)[0], (*s.block_shape)[1]}
                          : nlohmann::ordered_json(nullptr);

@@ -94,8 +94,16 @@ MoeShape load_model(const std::string& path_or_preset, const ModelOptions& opts)
   if (const auto name = model::canonical_preset(path_or_preset)) {
     ModelOptions preset_opts = opts;
     const char* dtype = model::preset_default_dtype(*name);
-    if (dtype != nullptr && is_auto(opts.dtype)) preset_opts.dtype = dtype;
-    return parse_hf_config(parse_text(*preset_json(*name), *name), preset_opts, *name);
+    const bool preset_dtype = dtype != nullptr && is_auto(opts.dtype);
+    if (preset_dtype) preset_opts.dtype = dtype;
+    MoeShape shape = parse_hf_config(parse_text(*preset_json(*name), *name), preset_opts, *name);
+    if (preset_dtype) {
+      shape.dtype_note = fmt::format(
+          "the checkpoint's mxfp4 weights are not run by moetune's kernels: the {} preset "
+          "analyses them as {}; --dtype chooses another",
+          *name, dtype);
+    }
+    return shape;
   }
   throw InputError(
       "model", path_or_preset,

@@ -90,9 +90,13 @@ TEST(Presets, GptOssLoadsAsBf16UnlessAsked) {
   EXPECT_EQ(s.N, 2880);
   EXPECT_EQ(s.topk, 4);
   EXPECT_EQ(load_model("gpt-oss-20b", {}).dtype, Dtype::bf16);
+  // The preset's choice is said (shapes prints it), a chosen dtype needs no note.
+  EXPECT_NE(s.dtype_note.find("mxfp4"), std::string::npos) << s.dtype_note;
   ModelOptions fp8;
   fp8.dtype = "fp8_w8a8";
   EXPECT_EQ(load_model("gpt-oss-120b", fp8).dtype, Dtype::fp8_w8a8);
+  EXPECT_EQ(load_model("gpt-oss-120b", fp8).dtype_note, "");
+  EXPECT_EQ(load_model("mixtral-8x7b", {}).dtype_note, "");
 }
 
 TEST(Presets, FullHuggingFaceNamesAreAliases) {
