@@ -19,6 +19,22 @@ def run(*args):
                           timeout=60)
 
 
+def edit_json(path, change):
+    """Loads the JSON file at path, lets change() edit it in place, writes it back."""
+    with open(path) as f:
+        data = json.load(f)
+    change(data)
+    with open(path, "w") as f:
+        json.dump(data, f)
+
+
+def copy_measured(tmp):
+    """A writable copy of the measured run under tmp, as a folder path."""
+    run_dir = os.path.join(tmp, "run")
+    shutil.copytree(MEASURED, run_dir)
+    return run_dir
+
+
 class DecodeStages(unittest.TestCase):
     def test_the_measured_bf16_m8_run(self):
         r = run(MEASURED)
@@ -32,8 +48,7 @@ class DecodeStages(unittest.TestCase):
 
     def test_stage_counts_that_disagree_are_reported(self):
         with tempfile.TemporaryDirectory() as d:
-            run_dir = os.path.join(d, "run")
-            shutil.copytree(MEASURED, run_dir)
+            run_dir = copy_measured(d)
             # Another M (16) where the default's own stage count (4) is the best of its tile.
             log = os.path.join(run_dir, NAME + ".tune.jsonl")
             tile = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128,
@@ -43,12 +58,9 @@ class DecodeStages(unittest.TestCase):
                     f.write(json.dumps({"type": "measure", "status": "ok", "M": 16, "stage": "up",
                                         "config": dict(tile, num_stages=st), "median_us": us,
                                         "n": 8}) + "\n")
-            meta = os.path.join(run_dir, NAME + ".meta.json")
-            with open(meta) as f:
-                m = json.load(f)
-            m["entries"]["16"] = {"default_config": dict(tile, num_stages=4)}
-            with open(meta, "w") as f:
-                json.dump(m, f)
+            edit_json(os.path.join(run_dir, NAME + ".meta.json"),
+                      lambda m: m["entries"].update(
+                          {"16": {"default_config": dict(tile, num_stages=4)}}))
             r = run(run_dir)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn("| 16 | up | m16n64k128_g1_w4_s4_sk1 | 50.00 (8) | s4 | 50.00 (8) | 1.000 |",
@@ -62,14 +74,9 @@ class DecodeStages(unittest.TestCase):
         # The tuner times GEMM2 at GEMM1's candidate BLOCK_SIZE_M; the down sidecar's default
         # then is not the layer's (measured: Qwen3.5 fp8 M=4, m64). Such a row is left out.
         with tempfile.TemporaryDirectory() as d:
-            run_dir = os.path.join(d, "run")
-            shutil.copytree(MEASURED, run_dir)
-            meta = os.path.join(run_dir, NAME + "_down.meta.json")
-            with open(meta) as f:
-                m = json.load(f)
-            m["entries"]["8"]["default_config"]["BLOCK_SIZE_M"] = 64
-            with open(meta, "w") as f:
-                json.dump(m, f)
+            run_dir = copy_measured(d)
+            edit_json(os.path.join(run_dir, NAME + "_down.meta.json"),
+                      lambda m: m["entries"]["8"]["default_config"].update(BLOCK_SIZE_M=64))
             r = run(run_dir)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertNotIn("| 8 | down |", r.stdout)
