@@ -16,6 +16,22 @@
 
 namespace {
 
+// The commands under `app` that --help shows ("a, b, c"), and whether `word` names any of them
+// (hidden ones too: the worker).
+struct CommandNames {
+  std::string list;
+  bool has = false;
+};
+CommandNames command_names(CLI::App& app, const std::string& word) {
+  CommandNames n;
+  for (const CLI::App* sub : app.get_subcommands(std::function<bool(CLI::App*)>{})) {
+    n.has = n.has || (!word.empty() && sub->check_name(word));
+    if (sub->get_group().empty()) continue;  // hidden
+    n.list += (n.list.empty() ? "" : ", ") + sub->get_name();
+  }
+  return n;
+}
+
 using moetune::cli::one_line;
 
 // One stderr line: whatever the message holds (a path, a key, a value) is escaped by one_line.
@@ -78,39 +94,20 @@ int run(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    // A first word that names no command reads better than CLI11's "A subcommand is required".
+    // A first word that names no command reads better than CLI11's "A subcommand is required";
+    // the same one level down (`moetune config lookpu`, or `moetune config` alone).
     if (argc > 1 && argv[1][0] != '-') {
-      std::string names;
-      bool known = false;
-      for (const CLI::App* sub : app.get_subcommands(std::function<bool(CLI::App*)>{})) {
-        known = known || sub->check_name(argv[1]);
-        if (sub->get_group().empty()) continue;  // hidden (worker)
-        names += (names.empty() ? "" : ", ") + sub->get_name();
-      }
-      if (!known) {
-        throw moetune::InputError("command", argv[1], "unknown command; commands: " + names);
-      }
-      // The same one level down (`moetune config lookpu`): name the misspelt subcommand.
-      CLI::App* cmd = app.get_subcommand(argv[1]);
-      const auto subs = cmd->get_subcommands(std::function<bool(CLI::App*)>{});
-      if (!subs.empty() && (argc == 2 || argv[2][0] == '-')) {
-        std::string sub_names;
-        for (const CLI::App* sub : subs) sub_names += (sub_names.empty() ? "" : ", ") + sub->get_name();
-        throw moetune::InputError("command", argv[1], "needs a command: " + sub_names);
-      }
-      if (!subs.empty() && argc > 2 && argv[2][0] != '-') {
-        std::string sub_names;
-        bool sub_known = false;
-        for (const CLI::App* sub : subs) {
-          sub_known = sub_known || sub->check_name(argv[2]);
-          sub_names += (sub_names.empty() ? "" : ", ") + sub->get_name();
-        }
-        if (!sub_known) {
-          throw moetune::InputError(
-              "command", std::string(argv[1]) + " " + argv[2],
-              std::string("unknown ") + argv[1] + " command; " + argv[1] + " commands: " + sub_names);
-        }
-      }
+      const CommandNames top = command_names(app, argv[1]);
+      if (!top.has) throw moetune::InputError("command", argv[1], "unknown command; commands: " + top.list);
+      CLI::App& cmd = *app.get_subcommand(argv[1]);
+      const bool word = argc > 2 && argv[2][0] != '-';
+      const CommandNames sub = command_names(cmd, word ? argv[2] : "");
+      if (!sub.list.empty() && !word)
+        throw moetune::InputError("command", argv[1], "needs a command: " + sub.list);
+      if (!sub.list.empty() && !sub.has)
+        throw moetune::InputError("command", std::string(argv[1]) + " " + argv[2],
+                                  std::string("unknown ") + argv[1] + " command; " + argv[1] +
+                                      " commands: " + sub.list);
     }
     return fail(moetune::kExitBadInput, std::string(e.what()) + " (see moetune --help)");
   }

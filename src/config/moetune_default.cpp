@@ -19,11 +19,11 @@ namespace {
 constexpr int kDecodeDownRingBytes = 32 * 1024;
 
 // Blocks resident at once by shared memory alone. An SM holds the per-block opt-in maximum plus
-// the 1 KB the driver reserves per block (sm_80 163+1, sm_86/89/120 99+1, sm_90 227+1 KB: CUDA
-// C++ Programming Guide, "Compute Capabilities", shared memory per SM and per block).
+// the 1 KB the driver reserves per block (tile_math::kSm90SmemReservedPerBlock; the same 1 KB on
+// sm_80 163+1, sm_86/89/120 99+1 KB: CUDA C++ Programming Guide, "Compute Capabilities").
 double resident_blocks(const GpuSpec& gpu, int smem_bytes) {
-  constexpr int kReservedPerBlock = 1024;
-  const int per_sm = (gpu.smem_per_block_bytes + kReservedPerBlock) / (smem_bytes + kReservedPerBlock);
+  constexpr int kReserved = tile_math::kSm90SmemReservedPerBlock;
+  const int per_sm = (gpu.smem_per_block_bytes + kReserved) / (smem_bytes + kReserved);
   return static_cast<double>(gpu.sm_count) * per_sm;
 }
 
