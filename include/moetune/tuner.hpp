@@ -71,6 +71,9 @@ struct TuneOptions {
   int max_replays = 64;             // replays of the finalists
   double halving_keep = 1.0 / 3.0;  // share kept per halving round
   int neighbour_seeds = 3;          // winners of the nearest tuned Ms added to each M's list
+  // Rounds of successive halving's neighbourhood step (the best's one-key neighbours timed after
+  // the last round, again from a new best; 0 = none): what the analytic model cannot rank.
+  int neighbourhood_rounds = 4;
 };
 
 // --- command-line helpers (InputError naming the field on junk) -----------------------------

@@ -86,6 +86,11 @@ double estimate_stage_s(const StagePlan& p, const TuneOptions& o,
     total += alive * measurement_s(mean_pred, replays);
     alive = std::ceil(alive * o.halving_keep);
   }
+  // The neighbourhood of the best: up to 8 one-key neighbours a round; a guess of two rounds of
+  // six, each a new kernel, timed at about the best's time.
+  const double neighbours_guess = o.neighbourhood_rounds > 0 ? 12 : 0;
+  total += neighbours_guess * (kCompileSPerConfig / kCompileThreads +
+                               measurement_s(p.predicted_s.front(), o.first_replays));
   return total;
 }
 

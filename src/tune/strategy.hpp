@@ -1,6 +1,7 @@
 // What strategies see: a MeasureDoor (the one door to an Evaluator: resume cache, record log,
 // budget, progress) and one entry point per strategy (strategies/<name>.cpp).
 #pragma once
+#include <array>
 #include <atomic>
 #include <limits>
 #include <map>
@@ -8,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "moetune/tuner.hpp"
@@ -93,14 +95,37 @@ struct Measured {
   int rounds = 0;
   bool stopped_by_budget = false;
   bool separated = false;  // the best's CI separated from the runner-up's
+  int neighbourhood_rounds = 0;  // successive halving's neighbourhood rounds that timed configs
+  int neighbours_timed = 0;      // configs those rounds timed
   // Ok configs by median time, fastest first.
   std::vector<KernelConfig> ranking() const;
 };
 
 // strategies/successive_halving.cpp: measure all briefly, keep the best share (and the
 // default), double the replays, stop when the best separates from the runner-up (compare()),
-// replays reach max_replays, or the budget says so.
+// replays reach max_replays, or the budget says so. Then the neighbourhood: the best's
+// one_key_neighbours not yet timed, first_replays each, from the new best again while the best
+// moves (at most opts.neighbourhood_rounds rounds; the budget stops it between chunks).
 Measured successive_halving(const StageSearch& s, MeasureDoor& door);
+
+// The keys a neighbourhood step changes, one at a time: those the analytic model ranks least
+// well. GROUP_SIZE_M only reorders blocks where an expert has one M-tile, which the model (and
+// prune's duplicate_effect) takes as no effect, yet it moved block-fp8 GEMM2 at M = 1024 by 7%
+// (m64n64k128 s3: g1 116.8 us, g16 109.4; bench/results/2026-11-30_h200_fourth_session_call1.md);
+// stages, warps and split-K trade latency hiding against occupancy in ways it only estimates.
+// Ordinal keys step to adjacent values of the space; the others take every other value.
+struct NeighbourKey {
+  std::string_view key;
+  bool ordinal;
+};
+inline constexpr std::array<NeighbourKey, 4> kNeighbourKeys = {
+    {{"GROUP_SIZE_M", false}, {"num_stages", true}, {"num_warps", false}, {"SPLIT_K", true}}};
+// strategies/neighbourhood.cpp: c with one of kNeighbourKeys changed to another value of
+// `space`, kept when validation_reason passes it for (shape, gpu, M, stage). Tile sizes never
+// change, so a down config keeps the alignment's BLOCK_SIZE_M.
+std::vector<KernelConfig> one_key_neighbours(const KernelConfig& c, const SearchSpace& space,
+                                             const MoeShape& shape, const GpuSpec& gpu, int M,
+                                             Stage stage);
 // strategies/exhaustive.cpp: every candidate timed with exhaustive_screen_replays(opts)
 // replays; then the default and every config within kExhaustiveRefineWithin of the screen's
 // best again with exhaustive_replays(opts) (times appended).

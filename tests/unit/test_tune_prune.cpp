@@ -300,9 +300,11 @@ TEST(Plan, EachKernelCompilesOncePerSweep) {
 }
 
 // Calibration guard: the default sweep of the default model measured 254.6 s on one H200 from a
-// cold cache (bench/results/2026-11-30_h200_tune_sweep.md); the plan says so within 40%.
+// cold cache (bench/results/2026-11-30_h200_tune_sweep.md), before the neighbourhood step
+// existed; the plan without it says so within 40%.
 TEST(Plan, DefaultSweepEstimateMatchesTheMeasuredH200Sweep) {
-  const TuneOptions o = options(qwen_tp4(true), "H200", {});
+  TuneOptions o = options(qwen_tp4(true), "H200", {});
+  o.neighbourhood_rounds = 0;
   const double est = plan(o).estimated_seconds;
   EXPECT_GT(est, 254.6 / 1.4);
   EXPECT_LT(est, 254.6 * 1.4);

@@ -6,6 +6,7 @@
 // times. It stops when the best's 95% CI of the ratio to the runner-up excludes 1 (compare()),
 // when the replays pass max_replays, or when the budget (the sweep's, or this stage's share)
 // runs out -- between chunks of kChunk configs, so a budget stop keeps all that was measured.
+// Then the neighbourhood of the best (time_neighbourhood): what the model could not rank.
 #include <algorithm>
 #include <cmath>
 
@@ -46,6 +47,31 @@ bool measure_round(const StageSearch& s, MeasureDoor& door, const std::vector<Ke
   return true;
 }
 
+// The best's one-key neighbours not yet timed, first_replays each; again from a new best, until
+// the best stays or after opts.neighbourhood_rounds rounds. A neighbour measured with fewer replays than the
+// finalists can only take the lead by a median under theirs; decide() confirms a winner against
+// the default with fresh replays either way.
+void time_neighbourhood(const StageSearch& s, MeasureDoor& door, Measured& m) {
+  const TuneOptions& o = *s.opts;
+  for (int round = 0; round < o.neighbourhood_rounds; ++round) {
+    const std::vector<KernelConfig> ranked = m.ranking();
+    if (ranked.empty()) return;
+    std::vector<KernelConfig> fresh;
+    for (const KernelConfig& n :
+         one_key_neighbours(ranked.front(), default_space(), o.shape, o.gpu, s.M, s.stage)) {
+      if (!m.results.count(n)) fresh.push_back(n);
+    }
+    if (fresh.empty()) return;
+    if (!measure_round(s, door, fresh, std::max(2, o.first_replays), m)) {
+      m.stopped_by_budget = true;
+      return;
+    }
+    ++m.neighbourhood_rounds;
+    m.neighbours_timed += static_cast<int>(fresh.size());
+    if (m.ranking().front() == ranked.front()) return;
+  }
+}
+
 }  // namespace
 
 Measured successive_halving(const StageSearch& s, MeasureDoor& door) {
@@ -84,6 +110,7 @@ Measured successive_halving(const StageSearch& s, MeasureDoor& door) {
     alive = std::move(next);
     replays *= 2;
   }
+  if (!m.stopped_by_budget) time_neighbourhood(s, door, m);
   return m;
 }
 
