@@ -46,6 +46,11 @@ bool block_fp8_down_n64(const MoeShape& shape, const GpuSpec& gpu, long long dep
   return shape.dtype == Dtype::fp8_w8a8 && shape.block_shape && gpu.arch() == "sm_90a" &&
          !tile_math::gemm_wgmma_warp_specialized(true, static_cast<int>(depth), 128, 1);
 }
+// Block-fp8 decode GEMM2 at n128 s3 (its rule in the decode band): sm_90a, spe >= 1.
+bool block_fp8_decode_down_n128(const MoeShape& shape, const GpuSpec& gpu, double spe) {
+  return shape.dtype == Dtype::fp8_w8a8 && shape.block_shape && gpu.arch() == "sm_90a" &&
+         spe >= 1.0;
+}
 void set_block_fp8_down(KernelConfig& c) {
   c.BLOCK_SIZE_N = 64;
   c.num_stages = 3;
@@ -108,6 +113,16 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
                             std::ceil(static_cast<double>(cols) / c.BLOCK_SIZE_N);
       if (blocks > resident_blocks(gpu, moetune_smem_bytes(c, target))) {
         while (c.num_stages > 2 && moetune_smem_bytes(c, target) > kDecodeDownRingBytes) --c.num_stages;
+      }
+      // Block fp8 on sm_90a from one token slot per expert on: n128 s3 (a 27.6 KB ring, half
+      // the blocks). Layer A/B against n64 s5 (bench --vs, H200,
+      // bench/results/2026-11-30_h200_fourth_session_call1.md): DeepSeek-V3 TP8 M=32..256
+      // 0.960-0.975, Qwen3.5 TP4 0.982-0.990 (95% CIs below 1); below spe 1 it split (DeepSeek
+      // M=8/16 0.991/0.979, Qwen 1.029/1.001), so there n64 s5 stays. 16-bit n128 s3 would be a
+      // 55 KB ring (not measured); per-tensor fp8 and the mma.sync GPUs were not measured.
+      if (block_fp8_decode_down_n128(shape, gpu, spe)) {
+        c.BLOCK_SIZE_N = 128;
+        c.num_stages = 3;
       }
     }
   } else if (spe <= 64) {

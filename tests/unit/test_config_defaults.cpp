@@ -85,16 +85,28 @@ TEST(ConfigDefaults, MoetuneDecodeUsesSmallTilesAndSplitK) {
 }
 
 // M = 8..256 (spe 0.25..8): still m16, no split (M=8: ~57 active experts x 8 N-tiles = 459
-// blocks, over both budgets), up n64 k128 s4, down n64 k64 s5 (fp8) or s3 (16-bit: more blocks
-// than 4 per SM, so the ring shrinks to fit 32 KB).
+// blocks, over both budgets), up n64 k128 s4, down k64: 16-bit n64 s3 (more blocks than 4 per
+// SM, so the ring shrinks to fit 32 KB); block fp8 n64 s5 below one slot per expert (M < 32 at
+// topk 8 of 256), n128 s3 from it on (sm_90a).
 TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   for (const MoeShape* s : {&kQwenBf16, &kQwenFp8, &kDsv3Fp8}) {
-    const int down_stages = s->dtype == Dtype::fp8_w8a8 ? 5 : 3;
-    for (int M : {8, 64, 256}) {
+    const bool fp8 = s->dtype == Dtype::fp8_w8a8;
+    for (int M : {8, 16, 31, 32, 64, 256}) {
       EXPECT_EQ(up_at(*s, M), (KernelConfig{16, 64, 128, 1, 4, 4, 1})) << M;
-      EXPECT_EQ(down_at(*s, M), (KernelConfig{16, 64, 64, 1, 4, down_stages, 1})) << M;
+      const KernelConfig down = !fp8 ? KernelConfig{16, 64, 64, 1, 4, 3, 1}
+                                : M < 32 ? KernelConfig{16, 64, 64, 1, 4, 5, 1}
+                                         : KernelConfig{16, 128, 64, 1, 4, 3, 1};
+      EXPECT_EQ(down_at(*s, M), down) << M;
     }
   }
+}
+
+// The fp8 decode n128 rule holds where it was measured only: block fp8 on sm_90a. Per-tensor
+// fp8 and the RTX PRO 6000 keep n64 s5 at M = 64.
+TEST(ConfigDefaults, MoetuneFp8DecodeDownN128OnlyWhereMeasured) {
+  const MoeShape tensor_fp8 = shape(256, 1, 256, 3072, 8, Dtype::fp8_w8a8, std::nullopt);
+  EXPECT_EQ(down_at(tensor_fp8, 64), (KernelConfig{16, 64, 64, 1, 4, 5, 1}));
+  EXPECT_EQ(moetune_default_config(kQwenFp8, gpu(test::kRtxPro6000), 64, true).BLOCK_SIZE_N, 64);
 }
 
 // Decode down's stage count follows its grid: at one token a bf16 GEMM2 with K = 3072 has
