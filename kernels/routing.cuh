@@ -107,6 +107,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
         }
       }
       gscore = (HAS_BIAS && kGroupSize > 1) ? top1 + top2 : top1;
+      if (gscore != gscore) gscore = kNegInf;  // NaN: an ordinary loser (warp_argmax needs an order)
     }
     unsigned keep = 0;
 #pragma unroll
@@ -124,15 +125,21 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
     }
   }
 
+  // Every id is a real expert, also when scores are NaN or -inf (a NaN logit, a masked expert):
+  // among the experts not yet taken, the highest choice score wins, NaN counting as -inf and
+  // the smaller id winning ties. (It once kept the sentinel 0x7fffffff when no score beat -inf;
+  // the alignment then dropped the slot, and GEMM2's folded top-k sum would wait for it.)
   float wsum = 0.0f;
+  unsigned taken = 0;  // bit j: expert lane + 32 * j chosen already
 #pragma unroll
   for (int k = 0; k < TOPK; ++k) {
     float v = kNegInf;
     int e = 0x7fffffff;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
-      if (c[j] > v) {  // strict: the smaller id wins a tie within the lane
-        v = c[j];
+      const float cj = c[j] == c[j] ? c[j] : kNegInf;  // NaN -> -inf
+      if (lane + 32 * j < E_GLOBAL && !((taken >> j) & 1u) && (e == 0x7fffffff || cj > v)) {
+        v = cj;  // strict: the smaller id wins a tie within the lane
         e = lane + 32 * j;
       }
     }
@@ -142,7 +149,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
     for (int j = 0; j < kPer; ++j) {
       if (lane + 32 * j == e) {
         sv = s[j];
-        c[j] = kNegInf;  // taken
+        taken |= 1u << j;
       }
     }
     sv = __shfl_sync(0xffffffffu, sv, e % 32);

@@ -2,11 +2,12 @@
 // default there) and without gives bit-identical outputs, eager and captured into a CUDA graph of
 // back-to-back calls (where consecutive calls overlap too), for every dtype, decode to prefill
 // sizes and a split-K table (the alignment, or routing+align in one kernel at M <= 4, zeroes its
-// counters, also on a poisoned workspace).
+// counters, also on a poisoned workspace). Router rows of NaN or -inf still route to real experts.
 // Then a short timing of graph replays with and without PDL, printed for the record (not
 // asserted: the GPU decides).
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,61 @@ TEST_F(MoePdlGpu, SplitKOnAPoisonedWorkspace) {
     EXPECT_TRUE(graph == ref) << "M=" << M << ": poisoned workspace, graph";
     std::printf("%-5s fp8_block split-K 2, poisoned workspace M=%lld\n",
                 (eager == ref && graph == ref) ? "ok" : "FAIL", static_cast<long long>(M));
+  }
+}
+
+// Degenerate router rows: token 1 all NaN (a NaN logit), token 2 all -inf (every expert
+// masked). The routing names TOPK distinct real experts for them, NaN counting as -inf and the
+// smaller id winning ties (it once kept a sentinel id whose slot the alignment dropped, so that
+// token's top-k sum read a row no GEMM wrote), and every other token keeps its bits. M = 4 runs
+// the fused route+align kernel, 64 and 256 routing and alignment apart.
+TEST_F(MoePdlGpu, DegenerateRouterRowsRouteToRealExperts) {
+  for (const char* dtype : {"bf16", "fp8_block"}) {
+    const MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, dtype);
+    FusedMoe fm(s, local_gpu(), {}, {});
+    fm.prepare(256);
+    cuda::Stream stream;
+    BenchData d;
+    make_bench_weights(fm, 7, d);
+    for (std::int64_t M : {4, 64, 256}) {
+      make_bench_sets(fm, M, 1, std::size_t(1) << 34, 6000 + M, d, stream);
+      stream.synchronize();
+      const auto clean = run_layer(fm, d, false, stream);
+      const int E = s.E_global;
+      std::vector<float> nan_row(E, std::numeric_limits<float>::quiet_NaN());
+      std::vector<float> inf_row(E, -std::numeric_limits<float>::infinity());
+      d.sets.at(0).logits.upload(nan_row.data(), E * sizeof(float), 1 * E * sizeof(float));
+      d.sets.at(0).logits.upload(inf_row.data(), E * sizeof(float), 2 * E * sizeof(float));
+      const auto out = run_layer(fm, d, false, stream);
+      const MoeWorkspaceLayout L = fm.workspace_layout(M);
+      std::vector<std::int32_t> ids(std::size_t(M) * s.topk);
+      MOETUNE_CU(cuMemcpyDtoH, ids.data(), d.sets.at(0).workspace.ptr() + L.topk_ids,
+                 ids.size() * sizeof(std::int32_t));
+      for (std::int64_t t = 0; t < M; ++t) {
+        std::vector<std::int32_t> row(ids.begin() + t * s.topk, ids.begin() + (t + 1) * s.topk);
+        for (std::int32_t id : row)
+          ASSERT_TRUE(id >= 0 && id < E) << dtype << " M=" << M << " token " << t << ": id " << id;
+        std::sort(row.begin(), row.end());
+        EXPECT_TRUE(std::adjacent_find(row.begin(), row.end()) == row.end())
+            << dtype << " M=" << M << " token " << t << ": an expert twice";
+      }
+      // NaN wins nothing: the NaN row and the -inf row both take experts 0..TOPK-1.
+      for (std::int64_t t : {1, 2}) {
+        std::vector<std::int32_t> row(ids.begin() + t * s.topk, ids.begin() + (t + 1) * s.topk);
+        std::sort(row.begin(), row.end());
+        for (int k = 0; k < s.topk; ++k) EXPECT_EQ(row[k], k) << dtype << " M=" << M << " token " << t;
+      }
+      std::size_t changed = 0;
+      for (std::int64_t t = 0; t < M; ++t) {
+        if (t == 1 || t == 2) continue;
+        for (std::int64_t j = 0; j < s.K; ++j)
+          changed += out[t * s.K + j] != clean[t * s.K + j];
+      }
+      EXPECT_EQ(changed, 0u) << dtype << " M=" << M << ": other tokens' outputs changed";
+      std::printf("%-5s %-9s M=%-4lld NaN and -inf router rows: real experts, others unchanged\n",
+                  changed == 0 ? "ok" : "FAIL", dtype, static_cast<long long>(M));
+      std::fflush(stdout);
+    }
   }
 }
 
