@@ -17,8 +17,10 @@
 // Layouts (row-major, last dim contiguous; all pointers are device pointers; "act" is the
 // activation dtype: fp16 for Dtype::fp16, bf16 for bf16 and fp8_w8a8):
 //   hidden          [M, K] act
-//   router_logits   [M, E_global] fp32 (a NaN scores as -inf; a row with no finite score still
-//                   routes to topk distinct experts, the lowest ids), or instead precomputed
+//   router_logits   [M, E_global] fp32, or instead precomputed. A NaN choice score loses to
+//                   every number; softmax spreads one NaN logit over the whole row (its weights
+//                   NaN). Every slot names a distinct real expert: a row without a finite
+//                   choice score takes experts 0..topk-1.
 //   topk_ids        [M, topk] int32, global expert ids (EP: this rank holds [rank*E, (rank+1)*E);
 //                   slots on other ranks add nothing to this rank's out), and
 //   topk_weights    [M, topk] fp32 (already renormalized / scaled as the model wants)

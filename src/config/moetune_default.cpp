@@ -83,7 +83,8 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
   if (spe <= 8) {
     // Decode (M = 1..256 measured): BLOCK_SIZE_M 16, GROUP_SIZE_M 1, 4 warps, both GEMMs. Every
     // winner of every shape at M <= 256 is m16 g1; m32 lost everywhere (up +5..+24%, down
-    // +15..+75%), and so did BLOCK_SIZE_N 128 for down (+5..+92%).
+    // +15..+75%), and so did BLOCK_SIZE_N 128 for down (+5..+92%, at k128 s4 in that data; the
+    // block-fp8 n128 k64 s3 rule below came later from a layer A/B).
     c.BLOCK_SIZE_M = 16;
     c.GROUP_SIZE_M = 1;
     c.num_warps = 4;
@@ -99,10 +100,11 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
       // Down: n64 k64 for every dtype. bf16: 22-56% ahead of k128 s4. fp8: it won 12 of the
       // 16 fp8 (shape, M <= 256, run) cases; k128 s4 won Qwen M=1 in both runs (4.0 vs 4.3 us)
       // and M=8 in the first run on both shapes (19.5 vs 19.9, 40.9 vs 41.0), all within 0.4 us
-      // and the M=8 ones reversed in the second run: no separate fp8 rule.
+      // and the M=8 ones reversed in the second run: no separate fp8 rule for k (block fp8
+      // takes n128 s3 from one slot per expert on: its rule at the end of this branch).
       // Stages: 5, unless the launch has more blocks than 5 stages keep resident; then the
       // most whose ring fits kDecodeDownRingBytes. fp8 s5 is 25.8 KB (8 blocks per SM on an
-      // H200): always 5. 16-bit s5 is 51.3 KB (4 per SM), s3 30.8 KB (7): from M = 2 on the
+      // H200): 5 here. 16-bit s5 is 51.3 KB (4 per SM), s3 30.8 KB (7): from M = 2 on the
       // three anchors' grids outgrow 4 x 132 blocks. Layer A/B, bf16 Qwen TP4, s3 against s5
       // (bench --vs, 2026-11-30_h200_final_call.md): M=1 (384 blocks, all resident at s5)
       // 1.036, so s5; M=2, 8, 64, 256 0.930, 0.956, 0.967, 0.944. fp8 s3 vs s5 in the tuner

@@ -119,11 +119,13 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-// Indices of the k largest values (ties: smaller index first), in descending order.
+// Indices of the k largest values (ties: smaller index first; NaN as -inf, as the routing
+// kernel: also a strict weak order for the sort), in descending order.
 std::vector<int> top_indices(const std::vector<double>& v, int k) {
   std::vector<int> idx(v.size());
   std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return v[a] > v[b]; });
+  auto key = [&](int i) { return std::isnan(v[i]) ? kNegInf : v[i]; };
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return key(a) > key(b); });
   idx.resize(std::min<std::size_t>(k, idx.size()));
   return idx;
 }

@@ -115,6 +115,10 @@ std::vector<KernelConfig> Measured::ranking() const {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<KernelConfig> out;
   for (auto& [t, c] : ok) out.push_back(c);
+  if (leader) {
+    auto it = std::find(out.begin(), out.end(), *leader);
+    if (it != out.end()) std::rotate(out.begin(), it, it + 1);
+  }
   return out;
 }
 

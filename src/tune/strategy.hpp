@@ -96,16 +96,22 @@ struct Measured {
   bool stopped_by_budget = false;
   bool separated = false;  // the best's CI separated from the runner-up's
   int neighbourhood_rounds = 0;  // successive halving's neighbourhood rounds that timed configs
-  int neighbours_timed = 0;      // configs those rounds timed
-  // Ok configs by median time, fastest first.
+  int neighbours_timed = 0;      // neighbours those rounds timed (the leader's re-times not counted)
+  int neighbourhood_moves = 0;   // rounds whose best neighbour beat the leader (compare(): faster)
+  // Set by the neighbourhood step: the config it ended on, first in ranking() whatever the
+  // medians say (a neighbour that did not beat it on equal replays may show a lower median).
+  std::optional<KernelConfig> leader;
+  // Ok configs by median time, fastest first; the leader (when set and ok) first of all.
   std::vector<KernelConfig> ranking() const;
 };
 
 // strategies/successive_halving.cpp: measure all briefly, keep the best share (and the
 // default), double the replays, stop when the best separates from the runner-up (compare()),
 // replays reach max_replays, or the budget says so. Then the neighbourhood: the best's
-// one_key_neighbours not yet timed, first_replays each, from the new best again while the best
-// moves (at most opts.neighbourhood_rounds rounds; the budget stops it between chunks).
+// one_key_neighbours not yet timed and the best again, first_replays each; a neighbour takes the
+// lead (Measured::leader) only when compare() finds it faster on those equal replays; again
+// from a new leader (at most opts.neighbourhood_rounds rounds; the budget stops it between
+// chunks).
 Measured successive_halving(const StageSearch& s, MeasureDoor& door);
 
 // The keys a neighbourhood step changes, one at a time: those the analytic model ranks least

@@ -2,6 +2,7 @@
 #include "moe/reference.hpp"
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -81,6 +82,25 @@ TEST(MoeReferenceRouting, SoftmaxTieGoesToSmallerId) {
   const RoutingResult out = route_reference(logits.data(), 1, 4, 1, Routing{}, nullptr);
   EXPECT_EQ(out.topk_ids[0], 1);
   EXPECT_DOUBLE_EQ(out.topk_weights[0], 1.0);
+}
+
+// NaN choice scores lose to every number, as in the routing kernel (kernels/routing.cuh):
+// sigmoid keeps a NaN logit's expert out; softmax spreads one NaN over the row, which then has
+// no finite score and takes experts 0..topk-1 (weights NaN); an all -inf row does the same.
+TEST(MoeReferenceRouting, NanScoresLose) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  Routing sig;
+  sig.scoring = "sigmoid";
+  const std::vector<float> one_nan = {nan, 1.0f, 3.0f, 2.0f};
+  EXPECT_EQ(route_reference(one_nan.data(), 1, 4, 2, sig, nullptr).topk_ids,
+            (std::vector<std::int32_t>{2, 3}));
+  const RoutingResult soft = route_reference(one_nan.data(), 1, 4, 2, Routing{}, nullptr);
+  EXPECT_EQ(soft.topk_ids, (std::vector<std::int32_t>{0, 1}));
+  EXPECT_TRUE(std::isnan(soft.topk_weights[0]));
+  const std::vector<float> masked = {-inf, -inf, -inf, -inf};
+  EXPECT_EQ(route_reference(masked.data(), 1, 4, 2, sig, nullptr).topk_ids,
+            (std::vector<std::int32_t>{0, 1}));
 }
 
 float logit(double s) { return static_cast<float>(std::log(s / (1 - s))); }

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <map>
+
 #include "moetune/stats.hpp"
 #include "tune/strategy.hpp"
 
@@ -31,9 +33,11 @@ void merge(Measured& m, const CandidateResult& r) {
   acc.measure_s += r.measure_s;
 }
 
-// Measures `alive` in chunks; false when the budget stopped it part way.
+// Measures `alive` in chunks; false when the budget stopped it part way. `round_times` (if
+// given) receives this round's own samples per ok config.
 bool measure_round(const StageSearch& s, MeasureDoor& door, const std::vector<KernelConfig>& alive,
-                   int replays, Measured& m) {
+                   int replays, Measured& m,
+                   std::map<KernelConfig, std::vector<double>>* round_times = nullptr) {
   for (std::size_t i = 0; i < alive.size(); i += kChunk) {
     // The first chunk of the first round always runs unless the sweep itself is out of time:
     // it holds the default, without which no M can be judged.
@@ -42,33 +46,54 @@ bool measure_round(const StageSearch& s, MeasureDoor& door, const std::vector<Ke
     const std::vector<KernelConfig> chunk(
         alive.begin() + static_cast<long>(i),
         alive.begin() + static_cast<long>(std::min(alive.size(), i + kChunk)));
-    for (const CandidateResult& r : door.measure(s.M, s.stage, chunk, replays)) merge(m, r);
+    for (const CandidateResult& r : door.measure(s.M, s.stage, chunk, replays)) {
+      if (round_times && r.status == CandidateStatus::ok && !r.times_s.empty())
+        (*round_times)[r.config] = r.times_s;
+      merge(m, r);
+    }
   }
   return true;
 }
 
-// The best's one-key neighbours not yet timed, first_replays each; again from a new best, until
-// the best stays or after opts.neighbourhood_rounds rounds. A neighbour measured with fewer replays than the
-// finalists can only take the lead by a median under theirs; decide() confirms a winner against
-// the default with fresh replays either way.
+// The leader's one-key neighbours not yet timed, and the leader again, first_replays each in
+// one round; the fastest neighbour of the round takes the lead only when compare() says it is
+// faster than the leader on this round's samples (equal replays, same minutes: a neighbour's
+// few samples against the finalists' many would move the lead on noise alone). Again from a new
+// leader, at most opts.neighbourhood_rounds rounds. The leader stays first in m.ranking().
 void time_neighbourhood(const StageSearch& s, MeasureDoor& door, Measured& m) {
   const TuneOptions& o = *s.opts;
+  const std::vector<KernelConfig> ranked = m.ranking();
+  if (ranked.empty() || o.neighbourhood_rounds <= 0) return;
+  KernelConfig leader = ranked.front();
+  m.leader = leader;
   for (int round = 0; round < o.neighbourhood_rounds; ++round) {
-    const std::vector<KernelConfig> ranked = m.ranking();
-    if (ranked.empty()) return;
-    std::vector<KernelConfig> fresh;
+    std::vector<KernelConfig> batch{leader};
     for (const KernelConfig& n :
-         one_key_neighbours(ranked.front(), default_space(), o.shape, o.gpu, s.M, s.stage)) {
-      if (!m.results.count(n)) fresh.push_back(n);
+         one_key_neighbours(leader, default_space(), o.shape, o.gpu, s.M, s.stage)) {
+      if (!m.results.count(n)) batch.push_back(n);
     }
-    if (fresh.empty()) return;
-    if (!measure_round(s, door, fresh, std::max(2, o.first_replays), m)) {
+    if (batch.size() == 1) return;
+    std::map<KernelConfig, std::vector<double>> times;
+    const bool complete =
+        measure_round(s, door, batch, std::max(2, o.first_replays), m, &times);
+    ++m.neighbourhood_rounds;
+    m.neighbours_timed += static_cast<int>(batch.size()) - 1;
+    if (!complete) {
       m.stopped_by_budget = true;
       return;
     }
-    ++m.neighbourhood_rounds;
-    m.neighbours_timed += static_cast<int>(fresh.size());
-    if (m.ranking().front() == ranked.front()) return;
+    if (!times.count(leader)) return;
+    const KernelConfig* best = nullptr;
+    for (std::size_t i = 1; i < batch.size(); ++i) {
+      auto it = times.find(batch[i]);
+      if (it != times.end() && (!best || median(it->second) < median(times.at(*best))))
+        best = &batch[i];
+    }
+    if (!best || compare(times.at(*best), times.at(leader)).verdict != Verdict::faster) return;
+    leader = *best;
+    m.leader = leader;
+    ++m.neighbourhood_moves;
+    m.separated = false;  // the halving's separation was of the old leader
   }
 }
 
