@@ -42,6 +42,47 @@ class BadInput(CliTestCase):
                 self.assertOneErrorLine(r, EXIT_BAD_INPUT, *words)
                 self.assertEqual(r.out, "", r)
 
+    def assertExactError(self, args, line):
+        r = run(*args)
+        self.assertExit(r, EXIT_BAD_INPUT)
+        self.assertEqual(r.err_lines, ["moetune: error: " + line], r)
+        self.assertEqual(r.out, "", r)
+
+    def test_unknown_option_names_it_and_the_nearest(self):
+        cases = [
+            (["shapes", "--tpp", "4"], "unknown option --tpp for 'moetune shapes' (did you mean --tp?)"),
+            (["shapes", "--tpp=4"], "unknown option --tpp for 'moetune shapes' (did you mean --tp?)"),
+            (["--tpp", "4", "shapes"], "unknown option --tpp for 'moetune shapes' (did you mean --tp?)"),
+            (["roofline", "--batchh", "4"],
+             "unknown option --batchh for 'moetune roofline' (did you mean --batch?)"),
+            (["tune", "--dry"], "unknown option --dry for 'moetune tune' (did you mean --dry-run?)"),
+            (["tune", "--bugdet", "5m"], "unknown option --bugdet for 'moetune tune' (did you mean --budget?)"),
+            # before CLI11's "--batch is required", which the misspelling caused
+            (["config", "lookup", TABLE_18, "--bach", "8"],
+             "unknown option --bach for 'moetune config lookup' (did you mean --batch?)"),
+            # nothing close: no guess, the command's help instead
+            (["shapes", "--frobnicate"], "unknown option --frobnicate for 'moetune shapes' "
+                                         "(see moetune shapes --help)"),
+            (["tune", "--xyzzy"], "unknown option --xyzzy for 'moetune tune' (see moetune tune --help)"),
+        ]
+        for args, line in cases:
+            with self.subTest(args=args):
+                self.assertExactError(args, line)
+
+    def test_repeated_option(self):
+        cases = [
+            (["shapes", "--tp", "4", "--tp", "8"], "--tp given twice (once is allowed)"),
+            (["shapes", "--tp=4", "--tp=4"], "--tp given twice (once is allowed)"),
+            (["roofline", "--batch", "1", "--batch", "2"], "--batch given twice (once is allowed)"),
+            (["roofline", "--gpu", "H200", "--gpu", "H100", "--gpu", "B200"],
+             "--gpu given 3 times (once is allowed)"),
+            (["config", "lookup", TABLE_18, "--batch", "1", "--batch", "2"],
+             "--batch given twice (once is allowed)"),
+        ]
+        for args, line in cases:
+            with self.subTest(args=args):
+                self.assertExactError(args, line)
+
     def test_global_options_on_either_side(self):
         a = run("--tp", "0", "shapes")
         b = run("shapes", "--tp", "0")
