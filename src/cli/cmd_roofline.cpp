@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +24,16 @@ struct RooflineOptions {
   bool measured_ceilings = false;
 };
 
+// The JSON's numbers are rounded where they are written, never in the computation (the table,
+// crossover_M and bound use the exact values): the (1 - topk/E)^M sum leaves noise such as
+// 7.999999999999999 experts. Counts (bytes, FLOPs, B/s, FLOP/s) become JSON integers; the rest
+// (expected experts, times in us) keep 4 decimals.
+std::int64_t whole(double v) { return std::llround(v); }  // finite, far below 2^63 here
+double four_decimals(double v) {
+  // The double nearest the 4-decimal value: nlohmann-json prints it so (3.9357, 8.0).
+  return std::round(v * 1e4) / 1e4;
+}
+
 int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
   std::vector<int> batch =
       !given(o.batch_opt) ? default_batch_sizes() : tune::parse_batch_list(o.batch);
@@ -36,20 +48,22 @@ int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
     nlohmann::ordered_json j;
     j["gpu"] = t.gpu.name;
     if (o.measured_ceilings) {
-      j["ceilings"] = {
-          {"source", "measured"}, {"bandwidth_Bps", c.bandwidth_Bps}, {"peak_flops", c.peak_flops}};
+      j["ceilings"] = {{"source", "measured"},
+                       {"bandwidth_Bps", whole(c.bandwidth_Bps)},
+                       {"peak_flops", whole(c.peak_flops)}};
     }
     j["crossover_M"] = crossover;
     j["rows"] = nlohmann::ordered_json::array();
     for (const RooflineRow& r : rows) {
-      j["rows"].push_back(nlohmann::ordered_json{{"M", r.M},
-                                                 {"expected_experts", r.expected_experts},
-                                                 {"bytes", r.bytes},
-                                                 {"flops", r.flops},
-                                                 {"t_mem_us", r.t_mem_us},
-                                                 {"t_compute_us", r.t_compute_us},
-                                                 {"floor_us", r.floor_us},
-                                                 {"bound", r.bound}});
+      j["rows"].push_back(
+          nlohmann::ordered_json{{"M", r.M},
+                                 {"expected_experts", four_decimals(r.expected_experts)},
+                                 {"bytes", whole(r.bytes)},
+                                 {"flops", whole(r.flops)},
+                                 {"t_mem_us", four_decimals(r.t_mem_us)},
+                                 {"t_compute_us", four_decimals(r.t_compute_us)},
+                                 {"floor_us", four_decimals(r.floor_us)},
+                                 {"bound", r.bound}});
     }
     fmt::print("{}\n", j.dump(2));
     return 0;

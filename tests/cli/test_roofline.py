@@ -35,9 +35,15 @@ class Roofline(CliTestCase):
             self.assertEqual(set(row), ROW_KEYS)
             self.assertEqual(row["M"], want["M"])
             self.assertEqual(row["bound"], want["bound"], row)
-            for key in ROW_KEYS - {"M", "bound"}:
-                self.assertIsInstance(row[key], (int, float), key)
-                self.assertAlmostEqual(row[key], want[key], delta=abs(want[key]) * 1e-9 + 1e-12,
+            # Rounded as written (README): bytes and FLOPs to integers, the rest to 4 decimals.
+            for key in ("bytes", "flops"):
+                self.assertIsInstance(row[key], int, key)
+                self.assertAlmostEqual(row[key], want[key], delta=abs(want[key]) * 1e-9 + 0.5,
+                                       msg=f"M={row['M']} {key}")
+            for key in ROW_KEYS - {"M", "bound", "bytes", "flops"}:
+                self.assertIsInstance(row[key], float, key)
+                self.assertEqual(row[key], round(row[key], 4), f"M={row['M']} {key}")
+                self.assertAlmostEqual(row[key], want[key], delta=abs(want[key]) * 1e-9 + 5e-5,
                                        msg=f"M={row['M']} {key}")
 
     def test_json_keys_and_numbers(self):
@@ -49,8 +55,20 @@ class Roofline(CliTestCase):
         self.assertIsInstance(j["crossover_M"], int)
         self.check_rows(j["rows"], [expected_row(M) for M in (1, 8, 64)])
         # The first row by hand: 8 experts of 3*256*3072 fp8 bytes plus 576 B of scales each.
-        self.assertAlmostEqual(j["rows"][0]["bytes"], 8 * (3 * 256 * 3072 + 576) + 4 * 3072, delta=1e-3)
+        self.assertEqual(j["rows"][0]["bytes"], 8 * (3 * 256 * 3072 + 576) + 4 * 3072)
         self.assertEqual(j["rows"][0]["flops"], 6 * 8 * 256 * 3072)
+
+    def test_json_has_no_float_noise(self):
+        # 256 * (1 - (1 - 8/256)^1) is 7.999999999999999 in doubles; the JSON rounds as it writes.
+        r = run("roofline", "--batch", "1", "--json", "--gpu", "H200")
+        self.assertExit(r, EXIT_OK)
+        self.assertIn('"expected_experts": 8.0,', r.out)
+        self.assertIn('"bytes": 18891264,', r.out)
+        self.assertIn('"t_mem_us": 3.9357,', r.out)
+        row = r.json()["rows"][0]
+        self.assertEqual(row["expected_experts"], 8)
+        self.assertIsInstance(row["bytes"], int)
+        self.assertEqual(row["floor_us"], row["t_mem_us"])
 
     def test_default_batch_is_the_common_18(self):
         r = run("roofline", "--json", "--gpu", "H200")
