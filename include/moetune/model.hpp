@@ -45,6 +45,10 @@ struct MoeShape {
   int num_layers = 0;        // num_hidden_layers (0: the config does not say)
   int moe_layers = 0;        // layers that hold a MoE block (rules: src/model/layers.hpp)
   int tp = 1, ep = 1;
+  // When tp and ep are both above 1: that they multiply (tp x ep ranks), and how the servers'
+  // flags of the same names map (SGLang's --tp T --ep-size P splits the intermediate by T/P;
+  // vLLM's TP with expert parallelism splits the experts only); "" otherwise.
+  std::string parallel_note;
   std::string source;        // preset name or file path it came from
 };
 

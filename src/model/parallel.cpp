@@ -30,6 +30,17 @@ void apply_parallel(MoeShape& shape, const GlobalSizes& sizes, const ModelOption
   shape.N = sizes.intermediate.value / opts.tp;
   shape.K = sizes.hidden.value;
   shape.topk = sizes.topk.value;
+  shape.parallel_note.clear();
+  if (opts.tp > 1 && opts.ep > 1) {
+    const int T = opts.tp, P = opts.ep;
+    shape.parallel_note = fmt::format(
+        "--tp {0} and --ep {1} split one layer over {2} ranks (intermediate / {0}, experts / "
+        "{1}){3}; vLLM's tensor parallel size {0} with expert parallelism is --ep {0} alone",
+        T, P, T * P,
+        T % P == 0 ? fmt::format("; SGLang's --tp {0} --ep-size {1} is --tp {2} --ep {1} here", T,
+                                 P, T / P)
+                   : std::string());
+  }
 }
 
 void check_block_divisible(const MoeShape& shape, const GlobalSizes& sizes) {

@@ -33,6 +33,24 @@ TEST(Parallel, SplitsNByTpAndEByEp) {
   EXPECT_EQ(s.topk, 8);  // model-wide
 }
 
+// TP and EP together multiply (tp x ep ranks): the shape says so, and how SGLang's and vLLM's
+// flags of the same names map, because `--tp 8 --ep 8` there means 8 ranks. One of them alone
+// needs no note.
+TEST(Parallel, TpTimesEpIsNoted) {
+  const MoeShape both = parse_hf_config(model_config("deepseek-v3.json"), par(8, 8));
+  EXPECT_EQ(both.N, 256);
+  EXPECT_EQ(both.E, 32);
+  EXPECT_EQ(both.parallel_note,
+            "--tp 8 and --ep 8 split one layer over 64 ranks (intermediate / 8, experts / 8); "
+            "SGLang's --tp 8 --ep-size 8 is --tp 1 --ep 8 here; vLLM's tensor parallel size 8 "
+            "with expert parallelism is --ep 8 alone");
+  const MoeShape odd = parse_hf_config(model_config("deepseek-v3.json"), par(4, 8));
+  EXPECT_EQ(odd.parallel_note.find("SGLang"), std::string::npos);  // 8 does not divide 4
+  EXPECT_NE(odd.parallel_note.find("32 ranks"), std::string::npos);
+  EXPECT_TRUE(parse_hf_config(model_config("deepseek-v3.json"), par(8, 1)).parallel_note.empty());
+  EXPECT_TRUE(parse_hf_config(model_config("deepseek-v3.json"), par(1, 8)).parallel_note.empty());
+}
+
 TEST(Parallel, TpMustDivideTheExpertSize) {
   const InputError e =
       input_error([] { parse_hf_config(model_config("qwen3-30b-a3b.json"), par(5, 1)); });
