@@ -50,24 +50,6 @@ void check_model_options(const GlobalOptions& g) {
   }
 }
 
-int run_lookup(const GlobalOptions& g, const ConfigOptions& o) {
-  check_model_options(g);
-  const int M = parse_positive_int("batch", o.batch);
-  ConfigTable table = to_table(read_table_noting_skips(o.file));
-  const int key = nearest_key(table, M);
-  const KernelConfig& c = table.at(key);
-  if (g.json) {
-    // The library's JSON of the config, in the classic key order that tables are written in.
-    const auto written = nlohmann::ordered_json::parse(dump_config_table({{key, c}}));
-    nlohmann::ordered_json j{{"key", key}, {"config", written.at(std::to_string(key))}};
-    fmt::print("{}\n", j.dump(2));
-    return 0;
-  }
-  fmt::print("M={} -> key {} (nearest key; a tie goes to the smaller)\n", M, key);
-  fmt::print("{}\n", config_text(c));
-  return 0;
-}
-
 // What a server-style file name says about its target: device, dtype and fp8 block shape.
 struct NameHints {
   std::string device;
@@ -146,6 +128,39 @@ ResolvedTarget validation_target(const GlobalOptions& g, const std::string& file
     }
   }
   return r;
+}
+
+int run_lookup(const GlobalOptions& g, const ConfigOptions& o) {
+  check_model_options(g);
+  const int M = parse_positive_int("batch", o.batch);
+  ConfigTable table = to_table(read_table_noting_skips(o.file));
+  const int key = nearest_key(table, M);
+  const KernelConfig& c = table.at(key);
+  // The entry a server would take, checked as `config validate` checks it (same target): a note
+  // and "ok" in --json, not a refusal, since lookup answers which entry, validate judges files.
+  const ResolvedTarget rt = validation_target(g, o.file);
+  const ValidationTarget target{rt.dtype, rt.block_shape, &rt.gpu};
+  const std::vector<Violation> violations = validate_config(c, target, key);
+  if (!violations.empty()) {
+    const Violation& v = violations.front();
+    fmt::print(stderr,
+               "moetune: note: entry {} fails validation for {} {} (from {}): {}={} (limit {}): "
+               "{}; see moetune config validate\n",
+               key, rt.gpu.name, to_string(rt.dtype), rt.from, shown(v.key), shown(v.value),
+               one_line(v.limit), one_line(v.rule));
+  }
+  if (g.json) {
+    // The library's JSON of the config, in the classic key order that tables are written in.
+    const auto written = nlohmann::ordered_json::parse(dump_config_table({{key, c}}));
+    nlohmann::ordered_json j{{"key", key},
+                             {"config", written.at(std::to_string(key))},
+                             {"ok", violations.empty()}};
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("M={} -> key {} (nearest key; a tie goes to the smaller)\n", M, key);
+  fmt::print("{}\n", config_text(c));
+  return 0;
 }
 
 // The up/down sibling of a table file by name: "X.json" <-> "X_down.json" (DESIGN.md). Empty

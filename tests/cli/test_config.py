@@ -23,9 +23,22 @@ class Lookup(CliTestCase):
                 r = run("config", "lookup", TABLE_18, "--batch", M, "--json")
                 self.assertExit(r, EXIT_OK)
                 j = r.json()
-                self.assertEqual(set(j), {"key", "config"})
+                self.assertEqual(set(j), {"key", "config", "ok"})
                 self.assertEqual(j["key"], key)
                 self.assertEqual(j["config"], table[str(key)])
+                self.assertIs(j["ok"], True)
+                self.assertNotIn("fails validation", r.err)
+
+    def test_invalid_entry_is_noted(self):
+        # The entry the nearest-M rule picks breaks the shared-memory limit: lookup still
+        # answers (exit 0) and says so once on stderr, and "ok" is false in --json.
+        with open(BAD_SMEM) as f:
+            keys = sorted(int(k) for k in json.load(f) if k.isdigit())
+        r = run("config", "lookup", BAD_SMEM, "--batch", keys[-1], "--json")
+        self.assertExit(r, EXIT_OK)
+        self.assertIs(r.json()["ok"], False)
+        self.assertEqual(r.err.count("fails validation"), 1)
+        self.assertIn("see moetune config validate", r.err)
 
     def test_text(self):
         r = run("config", "lookup", TABLE_18, "--batch", "20")
