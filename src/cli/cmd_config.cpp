@@ -130,39 +130,6 @@ ResolvedTarget validation_target(const GlobalOptions& g, const std::string& file
   return r;
 }
 
-int run_lookup(const GlobalOptions& g, const ConfigOptions& o) {
-  check_model_options(g);
-  const int M = parse_positive_int("batch", o.batch);
-  ConfigTable table = to_table(read_table_noting_skips(o.file));
-  const int key = nearest_key(table, M);
-  const KernelConfig& c = table.at(key);
-  // The entry a server would take, checked as `config validate` checks it (same target): a note
-  // and "ok" in --json, not a refusal, since lookup answers which entry, validate judges files.
-  const ResolvedTarget rt = validation_target(g, o.file);
-  const ValidationTarget target{rt.dtype, rt.block_shape, &rt.gpu};
-  const std::vector<Violation> violations = validate_config(c, target, key);
-  if (!violations.empty()) {
-    const Violation& v = violations.front();
-    fmt::print(stderr,
-               "moetune: note: entry {} fails validation for {} {} (from {}): {}={} (limit {}): "
-               "{}; see moetune config validate\n",
-               key, rt.gpu.name, to_string(rt.dtype), rt.from, shown(v.key), shown(v.value),
-               one_line(v.limit), one_line(v.rule));
-  }
-  if (g.json) {
-    // The library's JSON of the config, in the classic key order that tables are written in.
-    const auto written = nlohmann::ordered_json::parse(dump_config_table({{key, c}}));
-    nlohmann::ordered_json j{{"key", key},
-                             {"config", written.at(std::to_string(key))},
-                             {"ok", violations.empty()}};
-    fmt::print("{}\n", j.dump(2));
-    return 0;
-  }
-  fmt::print("M={} -> key {} (nearest key; a tie goes to the smaller)\n", M, key);
-  fmt::print("{}\n", config_text(c));
-  return 0;
-}
-
 // The up/down sibling of a table file by name: "X.json" <-> "X_down.json" (DESIGN.md). Empty
 // when the name does not end in ".json".
 struct Sibling {
@@ -183,31 +150,81 @@ std::optional<Sibling> sibling_of(const std::string& file) {
 
 constexpr std::string_view kSharedAlignmentRule = "up and down share one alignment";
 
+// The violations of the table in `file` (already read: `table`) for `target`: its own, and with
+// its up/down sibling present the pair's (one alignment serves both GEMMs: the shared
+// BLOCK_SIZE_M); the sibling's own are reported when it is validated itself. `sibling_file`
+// receives the sibling's name when one was read (the report says so).
+std::vector<Violation> violations_of(const std::string& file, const ParsedTable& table,
+                                     const ValidationTarget& target,
+                                     std::optional<Sibling>* sibling_file = nullptr) {
+  std::optional<Sibling> sibling = sibling_of(file);
+  std::error_code ec;
+  if (sibling && !std::filesystem::is_regular_file(sibling->file, ec)) sibling.reset();
+  if (sibling_file) *sibling_file = sibling;
+  if (!sibling) return validate_table(table, target);
+  std::vector<Violation> violations;
+  const ParsedTable other = read_table_noting_skips(sibling->file);
+  const bool named_is_down = !sibling->is_down;
+  const std::vector<Violation> all =
+      named_is_down ? validate_table(other, target, &table) : validate_table(table, target, &other);
+  for (const Violation& v : all) {
+    const bool pair_rule = v.rule == kSharedAlignmentRule;
+    if (pair_rule || v.down == named_is_down) violations.push_back(v);
+  }
+  return violations;
+}
+
+int run_lookup(const GlobalOptions& g, const ConfigOptions& o) {
+  check_model_options(g);
+  const int M = parse_positive_int("batch", o.batch);
+  const ParsedTable parsed = read_table_noting_skips(o.file);
+  ConfigTable table = to_table(parsed);
+  const int key = nearest_key(table, M);
+  const KernelConfig& c = table.at(key);
+  // The entry a server would take, checked as `config validate` checks it (same target, unknown
+  // keys, the up/down pair): a note and "ok" in --json, not a refusal, since lookup answers
+  // which entry and validate judges files. A target the flags cannot form (e.g. --block-shape
+  // on a bf16 table) leaves it unchecked, said in a note.
+  std::optional<bool> ok;
+  try {
+    const ResolvedTarget rt = validation_target(g, o.file);
+    const ValidationTarget target{rt.dtype, rt.block_shape, &rt.gpu};
+    std::vector<Violation> mine;
+    for (const Violation& v : violations_of(o.file, parsed, target))
+      if (v.M == key) mine.push_back(v);
+    ok = mine.empty();
+    if (!mine.empty()) {
+      const Violation& v = mine.front();
+      fmt::print(stderr,
+                 "moetune: note: entry {} fails validation for {} {} (from {}): {}={} (limit {}): "
+                 "{}; see moetune config validate\n",
+                 key, rt.gpu.name, to_string(rt.dtype), rt.from, shown(v.key), shown(v.value),
+                 one_line(v.limit), one_line(v.rule));
+    }
+  } catch (const InputError& e) {
+    fmt::print(stderr, "moetune: note: entry {} not validated: {}={}: {}\n", key,
+               one_line(e.field()), shown(e.value()), one_line(e.reason()));
+  }
+  if (g.json) {
+    // The library's JSON of the config, in the classic key order that tables are written in.
+    const auto written = nlohmann::ordered_json::parse(dump_config_table({{key, c}}));
+    nlohmann::ordered_json j{{"key", key}, {"config", written.at(std::to_string(key))}};
+    j["ok"] = ok ? nlohmann::ordered_json(*ok) : nlohmann::ordered_json(nullptr);
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("M={} -> key {} (nearest key; a tie goes to the smaller)\n", M, key);
+  fmt::print("{}\n", config_text(c));
+  return 0;
+}
+
 int run_validate(const GlobalOptions& g, const ConfigOptions& o) {
   check_model_options(g);
   ParsedTable table = read_table_noting_skips(o.file);
   ResolvedTarget rt = validation_target(g, o.file);
   ValidationTarget target{rt.dtype, rt.block_shape, &rt.gpu};
-
-  // One alignment serves both GEMMs: with its up/down sibling present, the pair is checked for
-  // the shared BLOCK_SIZE_M. The report covers the named file: its own violations and the
-  // pair's; the sibling's own are reported when it is validated itself.
-  std::optional<Sibling> sibling = sibling_of(o.file);
-  std::error_code ec;
-  if (sibling && !std::filesystem::is_regular_file(sibling->file, ec)) sibling.reset();
-  std::vector<Violation> violations;
-  if (!sibling) {
-    violations = validate_table(table, target);
-  } else {
-    const ParsedTable other = read_table_noting_skips(sibling->file);
-    const bool named_is_down = !sibling->is_down;
-    const std::vector<Violation> all =
-        named_is_down ? validate_table(other, target, &table) : validate_table(table, target, &other);
-    for (const Violation& v : all) {
-      const bool pair_rule = v.rule == kSharedAlignmentRule;
-      if (pair_rule || v.down == named_is_down) violations.push_back(v);
-    }
-  }
+  std::optional<Sibling> sibling;
+  const std::vector<Violation> violations = violations_of(o.file, table, target, &sibling);
   const bool ok = violations.empty();
 
   if (g.json) {

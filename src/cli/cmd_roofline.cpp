@@ -28,7 +28,13 @@ struct RooflineOptions {
 // crossover_M and bound use the exact values): the (1 - topk/E)^M sum leaves noise such as
 // 7.999999999999999 experts. Counts (bytes, FLOPs, B/s, FLOP/s) become JSON integers; the rest
 // (expected experts, times in us) keep 4 decimals.
-std::int64_t whole(double v) { return std::llround(v); }  // finite, far below 2^63 here
+// A count as a JSON integer while a double holds it exactly (below 2^53, which every preset at
+// any --batch stays under); past that (overridden sizes of 10^6 and more) the double itself.
+nlohmann::ordered_json whole(double v) {
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  if (std::isfinite(v) && std::fabs(v) < kExact) return std::llround(v);
+  return v;
+}
 double four_decimals(double v) {
   // The double nearest the 4-decimal value: nlohmann-json prints it so (3.9357, 8.0).
   return std::round(v * 1e4) / 1e4;

@@ -31,7 +31,6 @@ int run_shapes(const GlobalOptions& g) {
   fmt::print("experts       E={} on this rank (E_global={}, EP {}), topk={}\n", s.E, s.E_global,
              s.ep, s.topk);
   fmt::print("sizes         N={} per rank (TP {}), K={}\n", s.N, s.tp, s.K);
-  if (!s.parallel_note.empty()) fmt::print("              ({})\n", s.parallel_note);
   fmt::print("dtype         {}{}{}\n", to_string(s.dtype), block.empty() ? "" : ", ", block);
   if (!s.dtype_note.empty()) fmt::print("              ({})\n", s.dtype_note);
   fmt::print("routing       {}\n", routing_text(s.routing));

@@ -94,6 +94,13 @@ MoeShape resolve_shape(const GlobalOptions& g) {
                  "top of that (add --tp 1 for expert parallelism alone)\n",
                  s.tp, s.ep);
   }
+  // --tp and --ep both given: every command models tp x ep ranks; said once, on stderr, for all
+  // (the default model's own TP under an --ep has the note above).
+  static bool parallel_noted = false;
+  if (!s.parallel_note.empty() && g.given("tp") && g.given("ep") && !parallel_noted) {
+    parallel_noted = true;
+    std::fprintf(stderr, "moetune: note: %s\n", s.parallel_note.c_str());
+  }
   return s;
 }
 

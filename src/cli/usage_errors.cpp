@@ -61,14 +61,15 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
   return d[a.size()][b.size()];
 }
 
-// The first word left over that reads as an option (`--tpp`, `-x`, `--tpp=4` -> `--tpp`); empty
-// when none does (`shapes foo`, or a stray `-1`).
+// The first word left over that reads as an option (`--tpp`, `-x`, `--tpp=4` -> `--tpp`; a
+// nameless `--=4` or `---` whole); empty when none does (`shapes foo`, or a stray `-1`).
 std::string unknown_option(const CLI::App& app) {
   for (const std::string& word : app.remaining(true)) {
     if (word.size() < 2 || word[0] != '-' || word == "--") continue;
     const char c = word[word[1] == '-' ? 2 : 1];
     if (c == '\0' || std::isdigit(static_cast<unsigned char>(c)) || c == '.') continue;
-    return word.substr(0, word.find('='));
+    const std::string name = word.substr(0, word.find('='));
+    return name.find_first_not_of('-') == std::string::npos ? word : name;
   }
   return {};
 }
@@ -78,7 +79,20 @@ std::string unknown_option(const CLI::App& app) {
 // prefix either way (--dry -> --dry-run, --model-path -> --model); empty when none is close.
 // Hidden options (no group) are never offered.
 std::string closest_option(const std::vector<CLI::App*>& chain, const std::string& typed) {
-  const std::string want = typed.substr(typed.find_first_not_of('-'));
+  const std::size_t at = typed.find_first_not_of('-');
+  if (at == std::string::npos || typed[at] == '=') return {};
+  const std::string want = typed.substr(at);
+  // A prefix of exactly one option's name wins (--top -> --topk, not --tp by one letter).
+  std::vector<std::string> prefixed;
+  for (const CLI::App* a : chain) {
+    for (const CLI::Option* opt : a->get_options()) {
+      if (opt->get_group().empty()) continue;
+      for (const std::string& l : opt->get_lnames())
+        if (want.size() >= 3 && l.size() > want.size() && l.rfind(want, 0) == 0)
+          prefixed.push_back("--" + l);
+    }
+  }
+  if (prefixed.size() == 1) return prefixed.front();
   const std::size_t limit = want.size() <= 2 ? 0 : want.size() <= 5 ? 1 : 2;
   std::string best;
   std::size_t best_score = limit + 2;  // limit + 1: a prefix
@@ -138,6 +152,9 @@ std::string usage_error_line(CLI::App& app, int argc, char** argv, const CLI::Pa
   const std::string path = command_path(chain);
   if (const std::string typed = unknown_option(app); !typed.empty()) {
     const std::string near = closest_option(chain, typed);
+    // Spelt right but before the command it belongs to (`moetune --batch 1 config lookup`).
+    if (near == typed && chain.size() > 1)
+      return typed + " belongs after '" + path + "' (a command's options follow its name)";
     const std::string hint =
         near.empty() ? "(see " + path + " --help)" : "(did you mean " + near + "?)";
     return "unknown option " + typed + " for '" + path + "' " + hint;

@@ -32,14 +32,22 @@ void apply_parallel(MoeShape& shape, const GlobalSizes& sizes, const ModelOption
   shape.topk = sizes.topk.value;
   shape.parallel_note.clear();
   if (opts.tp > 1 && opts.ep > 1) {
+    // Each server mapping only where it is a valid moetune command for this model.
     const int T = opts.tp, P = opts.ep;
-    shape.parallel_note = fmt::format(
-        "--tp {0} and --ep {1} split one layer over {2} ranks (intermediate / {0}, experts / "
-        "{1}){3}; vLLM's tensor parallel size {0} with expert parallelism is --ep {0} alone",
-        T, P, T * P,
+    const std::string sglang =
         T % P == 0 ? fmt::format("; SGLang's --tp {0} --ep-size {1} is --tp {2} --ep {1} here", T,
                                  P, T / P)
-                   : std::string());
+                   : std::string();
+    const std::string vllm =
+        sizes.experts.value % T == 0
+            ? fmt::format("; vLLM's tensor parallel size {0} with expert parallelism is --ep {0} "
+                          "alone",
+                          T)
+            : std::string();
+    shape.parallel_note =
+        fmt::format("--tp {0} and --ep {1} split one layer over {2} ranks (intermediate / {0}, "
+                    "experts / {1}){3}{4}",
+                    T, P, T * P, sglang, vllm);
   }
 }
 

@@ -29,6 +29,28 @@ class Lookup(CliTestCase):
                 self.assertIs(j["ok"], True)
                 self.assertNotIn("fails validation", r.err)
 
+    def test_lookup_checks_as_validate_does(self):
+        with tempfile.TemporaryDirectory() as d:
+            entry = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8,
+                     "num_warps": 4, "num_stages": 4}
+            up = os.path.join(d, "E=8,N=128,device_name=NVIDIA_H200.json")
+            down = os.path.join(d, "E=8,N=128,device_name=NVIDIA_H200_down.json")
+            with open(up, "w") as f:
+                json.dump({"4096": entry}, f)
+            with open(down, "w") as f:
+                json.dump({"4096": dict(entry, BLOCK_SIZE_M=128)}, f)
+            # The pair rule: down's BLOCK_SIZE_M must be up's (validate fails it; so does lookup).
+            self.assertExit(run("config", "validate", down), EXIT_PROBLEMS)
+            r = run("config", "lookup", down, "--batch", "4096", "--json")
+            self.assertExit(r, EXIT_OK)
+            self.assertIs(r.json()["ok"], False)
+            self.assertIn("up and down share one alignment", r.err)
+            # A target the flags cannot form: unchecked, said once, still the answer.
+            r = run("config", "lookup", up, "--batch", "4096", "--block-shape", "128,128", "--json")
+            self.assertExit(r, EXIT_OK)
+            self.assertIsNone(r.json()["ok"])
+            self.assertEqual(r.err.count("not validated"), 1)
+
     def test_invalid_entry_is_noted(self):
         # The entry the nearest-M rule picks breaks the shared-memory limit: lookup still
         # answers (exit 0) and says so once on stderr, and "ok" is false in --json.

@@ -64,6 +64,15 @@ class BadInput(CliTestCase):
             (["shapes", "--frobnicate"], "unknown option --frobnicate for 'moetune shapes' "
                                          "(see moetune shapes --help)"),
             (["tune", "--xyzzy"], "unknown option --xyzzy for 'moetune tune' (see moetune tune --help)"),
+            # a unique prefix beats a near miss (--top is one letter from --tp)
+            (["shapes", "--top", "2"], "unknown option --top for 'moetune shapes' (did you mean --topk?)"),
+            (["shapes", "--exp", "4"], "unknown option --exp for 'moetune shapes' (did you mean --experts?)"),
+            # nameless options: exit 2 and one line, no guess (they crashed the guess once)
+            (["shapes", "--=4"], "unknown option --=4 for 'moetune shapes' (see moetune shapes --help)"),
+            (["shapes", "---"], "unknown option --- for 'moetune shapes' (see moetune shapes --help)"),
+            # a command's option before the command
+            (["--batch", "1", "config", "lookup", TABLE_18],
+             "--batch belongs after 'moetune config lookup' (a command's options follow its name)"),
         ]
         for args, line in cases:
             with self.subTest(args=args):

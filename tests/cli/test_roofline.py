@@ -102,6 +102,18 @@ class Roofline(CliTestCase):
         line = self.assertOneErrorLine(r, EXIT_BAD_INPUT, "dtype")
         self.assertIn("8.9", line)
 
+    def test_counts_past_2_to_53_stay_numbers(self):
+        # A count a double cannot hold exactly is written as the double (it was an int64 once,
+        # and overflowed to -2^63 for sizes the tool accepts).
+        r = run("roofline", "--json", "--model", "mixtral-8x7b", "--batch", "16777216", "--topk", "8",
+                "--experts", "8", "--intermediate", "1048576", "--hidden", "1048576", "--gpu", "H200")
+        self.assertExit(r, EXIT_OK)
+        row = r.json()["rows"][0]
+        self.assertIsInstance(row["flops"], float)
+        self.assertGreater(row["flops"], 2.0 ** 63)
+        small = run("roofline", "--json", "--batch", "1", "--gpu", "H200").json()["rows"][0]
+        self.assertIsInstance(small["bytes"], int)
+
     def test_bad_batch(self):
         for bad in ("0", "x", "1,x", "-4", "1.5", ""):
             with self.subTest(batch=bad):

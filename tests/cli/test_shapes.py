@@ -68,6 +68,24 @@ class ShapesJson(CliTestCase):
         # A refused --ep stays one line (no note before the error).
         self.assertOneErrorLine(run("shapes", "--ep", "3", "--gpu", "H200"), EXIT_BAD_INPUT, "ep=3")
 
+    def test_tp_and_ep_together_are_noted_on_stderr(self):
+        # They multiply (64 ranks here); SGLang's --tp 8 --ep-size 8 is 8 ranks. Every command
+        # says so once on stderr; shapes --json also carries it.
+        for cmd in (["shapes"], ["roofline", "--batch", "1"], ["tune", "--dry-run", "--batch", "1"]):
+            with self.subTest(cmd=cmd):
+                r = run(*cmd, "--model", "deepseek-v3", "--tp", "8", "--ep", "8", "--gpu", "H200")
+                self.assertExit(r, EXIT_OK)
+                notes = [l for l in r.err_lines if "ranks" in l]
+                self.assertEqual(len(notes), 1, r)
+                self.assertTrue(notes[0].startswith("moetune: note: --tp 8 and --ep 8 split one "
+                                                    "layer over 64 ranks"), notes[0])
+                self.assertNotIn("ranks", r.out)
+        j = run("shapes", "--json", "--model", "deepseek-v3", "--tp", "8", "--ep", "8",
+                "--gpu", "H200").json()
+        self.assertIn("--tp 1 --ep 8 here", j["parallel_note"])
+        self.assertNotIn("parallel_note", run("shapes", "--json", "--model", "deepseek-v3",
+                                              "--ep", "8", "--gpu", "H200").json())
+
     def test_preset_implies_tp1(self):
         r = run("shapes", "--json", "--model", "qwen3.5-122b-a10b-fp8", "--gpu", "H200")
         self.assertExit(r, EXIT_OK)

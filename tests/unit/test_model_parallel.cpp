@@ -47,6 +47,10 @@ TEST(Parallel, TpTimesEpIsNoted) {
   const MoeShape odd = parse_hf_config(model_config("deepseek-v3.json"), par(4, 8));
   EXPECT_EQ(odd.parallel_note.find("SGLang"), std::string::npos);  // 8 does not divide 4
   EXPECT_NE(odd.parallel_note.find("32 ranks"), std::string::npos);
+  // vLLM's mapping (--ep T alone) only where T divides the experts: Mixtral's 8 by 16 does not.
+  const MoeShape mixtral = parse_hf_config(model_config("mixtral-8x7b-v0.1.json"), par(16, 2));
+  EXPECT_NE(mixtral.parallel_note.find("--tp 8 --ep 2 here"), std::string::npos);
+  EXPECT_EQ(mixtral.parallel_note.find("vLLM"), std::string::npos);
   EXPECT_TRUE(parse_hf_config(model_config("deepseek-v3.json"), par(8, 1)).parallel_note.empty());
   EXPECT_TRUE(parse_hf_config(model_config("deepseek-v3.json"), par(1, 8)).parallel_note.empty());
 }
