@@ -155,6 +155,9 @@ struct StageOutcome {
   std::optional<Comparison> winner_vs_default;   // verdict decides the trust rule
   std::optional<Comparison> winner_vs_runner_up; // the margin (ratio < 1: winner faster)
   int measured = 0;                    // candidates measured (ok or failed)
+  // Successive halving's neighbourhood step (strategy.hpp): neighbours timed, and the rounds
+  // whose best neighbour beat the leader on equal replays; rounds 0 when it did not run.
+  int neighbourhood_rounds = 0, neighbours_timed = 0, neighbourhood_moves = 0;
   std::map<std::string, int> failures; // status -> count (compile_failed, wrong_result, ...)
   std::vector<std::string> notes;      // e.g. "winner m64n128k128... failed check; next taken"
 };

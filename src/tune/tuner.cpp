@@ -84,6 +84,9 @@ StageOutcome decide(int M, Stage stage, const Measured& m, const KernelConfig& b
   out.default_config = baseline;
   out.chosen = baseline;
   out.measured = static_cast<int>(m.results.size());
+  out.neighbourhood_rounds = m.neighbourhood_rounds;
+  out.neighbours_timed = m.neighbours_timed;
+  out.neighbourhood_moves = m.neighbourhood_moves;
   for (const auto& [c, r] : m.results) {
     if (r.status != CandidateStatus::ok) ++out.failures[std::string(to_string(r.status))];
   }
@@ -410,6 +413,11 @@ nlohmann::json sidecar_json(const TuneOptions& o, const TuneResult& r, Stage sta
     }
     if (s.runner_up) e["runner_up"] = to_json(*s.runner_up);
     e["measured_candidates"] = s.measured;
+    if (s.neighbourhood_rounds > 0) {
+      e["neighbourhood"] = {{"rounds", s.neighbourhood_rounds},
+                            {"neighbours_timed", s.neighbours_timed},
+                            {"moves", s.neighbourhood_moves}};
+    }
     if (!s.failures.empty()) e["failures"] = s.failures;
     if (!s.notes.empty()) e["notes"] = s.notes;
     e["floor_us"] = row.floor.floor_us;

@@ -93,6 +93,12 @@ TEST(Tuner, WritesTablesSidecarsLogAndReportAtomically) {
     EXPECT_GT(e.at("measured").at("median_us").get<double>(), 0) << M;
     EXPECT_TRUE(e.contains("margin_to_runner_up")) << M;
     EXPECT_GT(e.at("floor_us").get<double>(), 0) << M;
+    // The neighbourhood step ran: its neighbours are among the measured candidates.
+    const auto& nb = e.at("neighbourhood");
+    EXPECT_GE(nb.at("rounds").get<int>(), 1) << M;
+    EXPECT_GT(nb.at("neighbours_timed").get<int>(), 0) << M;
+    EXPECT_LT(nb.at("neighbours_timed").get<int>(), e.at("measured_candidates").get<int>()) << M;
+    EXPECT_LE(nb.at("moves").get<int>(), nb.at("rounds").get<int>()) << M;
   }
   // The default is 25% slow everywhere: every M is tuned, faster than the default pair.
   for (const MResult& row : r.rows) {
