@@ -9,7 +9,6 @@
 // Then the neighbourhood of the best (time_neighbourhood): what the model could not rank.
 #include <algorithm>
 #include <cmath>
-
 #include <map>
 
 #include "moetune/stats.hpp"
@@ -77,7 +76,7 @@ void time_neighbourhood(const StageSearch& s, MeasureDoor& door, Measured& m) {
     const bool complete =
         measure_round(s, door, batch, std::max(2, o.first_replays), m, &times);
     ++m.neighbourhood_rounds;
-    m.neighbours_timed += static_cast<int>(batch.size()) - 1;
+    for (std::size_t i = 1; i < batch.size(); ++i) m.neighbours_timed += m.results.count(batch[i]);
     if (!complete) {
       m.stopped_by_budget = true;
       return;
