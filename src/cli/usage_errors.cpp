@@ -146,6 +146,11 @@ std::string usage_error_line(CLI::App& app, int argc, char** argv, const CLI::Pa
                                 std::string("unknown ") + argv[1] + " command; " + argv[1] +
                                     " commands: " + sub.list);
   }
+  // No command at all (`moetune`, `moetune --tp 4`): the choices, not CLI11's wording.
+  if (app.get_subcommands().empty() && unknown_option(app).empty() &&
+      dynamic_cast<const CLI::RequiredError*>(&e) != nullptr)
+    return "no command given; commands: " + command_names(app, "").list +
+           " (see moetune --help)";
   // A misspelt or repeated option: one line naming it, not CLI11's wording. An unknown option
   // comes first (CLI11 would report a --batch it hides as missing).
   const std::vector<CLI::App*> chain = command_chain(app);

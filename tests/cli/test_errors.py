@@ -70,6 +70,11 @@ class BadInput(CliTestCase):
             # nameless options: exit 2 and one line, no guess (they crashed the guess once)
             (["shapes", "--=4"], "unknown option --=4 for 'moetune shapes' (see moetune shapes --help)"),
             (["shapes", "---"], "unknown option --- for 'moetune shapes' (see moetune shapes --help)"),
+            # no command at all: the choices (CLI11 said "A subcommand is required")
+            ([], "no command given; commands: shapes, roofline, config, kernels, check, bench, "
+                 "profile, tune (see moetune --help)"),
+            (["--tp", "4"], "no command given; commands: shapes, roofline, config, kernels, check, "
+                            "bench, profile, tune (see moetune --help)"),
             # a command's option before the command
             (["--batch", "1", "config", "lookup", TABLE_18],
              "--batch belongs after 'moetune config lookup' (a command's options follow its name)"),
