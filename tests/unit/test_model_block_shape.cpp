@@ -46,7 +46,8 @@ TEST(DtypeOnGpu, Fp8NeedsSm89) {
   } catch (const InputError& e) {
     EXPECT_EQ(e.field(), "dtype");
     EXPECT_EQ(e.value(), "fp8_w8a8");
-    EXPECT_EQ(e.reason(), "fp8 needs compute capability >= 8.9; NVIDIA A100-SXM4-80GB is 8.0");
+    EXPECT_EQ(e.reason(), "fp8 needs compute capability >= 8.9; NVIDIA A100-SXM4-80GB is 8.0 "
+                          "(--dtype bf16 runs the model there)");
   }
   EXPECT_NO_THROW(check_dtype_on_gpu(s, gpu("NVIDIA L40S", 8, 9)));
   EXPECT_NO_THROW(check_dtype_on_gpu(s, gpu("NVIDIA H200", 9, 0)));
