@@ -2,6 +2,7 @@
 // that the JSON reader, writer and validator walk, so that a new key is added in one place.
 #pragma once
 #include <array>
+#include <string_view>
 
 #include "moetune/config.hpp"
 
@@ -23,5 +24,13 @@ inline constexpr std::array<ConfigField, 7> kConfigFields = {{
     {"num_stages", &KernelConfig::num_stages, true},
     {"SPLIT_K", &KernelConfig::SPLIT_K, false},
 }};
+
+// The member a key names ("GROUP_SIZE_M" -> &KernelConfig::GROUP_SIZE_M); nullptr for no key.
+constexpr int KernelConfig::*member_of(std::string_view key) {
+  for (const auto& f : kConfigFields) {
+    if (key == f.key) return f.member;
+  }
+  return nullptr;
+}
 
 }  // namespace moetune::config

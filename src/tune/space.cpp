@@ -20,9 +20,7 @@ std::size_t SearchSpace::size() const {
 
 namespace {
 int KernelConfig::*member_of(const std::string& key) {
-  for (const auto& f : config::kConfigFields) {
-    if (key == f.key) return f.member;
-  }
+  if (int KernelConfig::*m = config::member_of(key)) return m;
   throw std::logic_error("search space axis without a KernelConfig member: " + key);
 }
 }  // namespace

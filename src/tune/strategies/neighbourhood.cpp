@@ -8,16 +8,6 @@
 #include "tune/strategy.hpp"
 
 namespace moetune::tune {
-namespace {
-
-int KernelConfig::*member(std::string_view key) {
-  for (const auto& f : config::kConfigFields) {
-    if (key == f.key) return f.member;
-  }
-  return nullptr;
-}
-
-}  // namespace
 
 std::vector<KernelConfig> one_key_neighbours(const KernelConfig& c, const SearchSpace& space,
                                              const MoeShape& shape, const GpuSpec& gpu, int M,
@@ -27,7 +17,7 @@ std::vector<KernelConfig> one_key_neighbours(const KernelConfig& c, const Search
     const auto kind = std::find_if(kNeighbourKeys.begin(), kNeighbourKeys.end(),
                                    [&](const NeighbourKey& k) { return k.key == key; });
     if (kind == kNeighbourKeys.end()) continue;
-    int KernelConfig::*m = member(key);
+    int KernelConfig::*m = config::member_of(key);
     if (m == nullptr) continue;
     // Ordinal keys step to the adjacent values only; a value outside the space (a default's
     // GROUP_SIZE_M 8) has no place in the order, so every value is its neighbour.
