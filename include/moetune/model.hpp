@@ -45,10 +45,6 @@ struct MoeShape {
   int num_layers = 0;        // num_hidden_layers (0: the config does not say)
   int moe_layers = 0;        // layers that hold a MoE block (rules: src/model/layers.hpp)
   int tp = 1, ep = 1;
-  // When tp and ep are both above 1: that they multiply (tp x ep ranks), and how the servers'
-  // flags of the same names map (SGLang's --tp T --ep-size P splits the intermediate by T/P;
-  // vLLM's TP with expert parallelism splits the experts only); "" otherwise.
-  std::string parallel_note;
   std::string source;        // preset name or file path it came from
 };
 
@@ -64,6 +60,12 @@ struct ModelOptions {
 // The embedded default model and its parallelism ("qwen3.5-122b-a10b-fp8" at TP4).
 inline constexpr const char* kDefaultPreset = "qwen3.5-122b-a10b-fp8";
 inline constexpr int kDefaultTp = 4;
+
+// When tp and ep are both above 1: that they multiply (tp x ep ranks), and how the servers'
+// flags of the same names map (SGLang's --tp T --ep-size P splits the intermediate by T/P;
+// vLLM's TP with expert parallelism splits the experts only, named where E_global allows it);
+// "" otherwise. Derived from shape.tp, ep and E_global (src/model/parallel.cpp).
+std::string parallel_note(const MoeShape& shape);
 
 // Parses a config.json object. Throws InputError naming the field and value at fault.
 MoeShape parse_hf_config(const nlohmann::json& config, const ModelOptions& opts,

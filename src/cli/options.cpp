@@ -97,9 +97,10 @@ MoeShape resolve_shape(const GlobalOptions& g) {
   // --tp and --ep both given: every command models tp x ep ranks; said once, on stderr, for all
   // (the default model's own TP under an --ep has the note above).
   static bool parallel_noted = false;
-  if (!s.parallel_note.empty() && g.given("tp") && g.given("ep") && !parallel_noted) {
+  if (const std::string note = parallel_note(s);
+      !note.empty() && g.given("tp") && g.given("ep") && !parallel_noted) {
     parallel_noted = true;
-    std::fprintf(stderr, "moetune: note: %s\n", s.parallel_note.c_str());
+    std::fprintf(stderr, "moetune: note: %s\n", note.c_str());
   }
   return s;
 }

@@ -23,7 +23,7 @@ nlohmann::ordered_json shape_json(const MoeShape& s, const std::string& device_n
                          : nlohmann::ordered_json(nullptr);
   j["tp"] = s.tp;
   j["ep"] = s.ep;
-  if (!s.parallel_note.empty()) j["parallel_note"] = s.parallel_note;
+  if (const std::string note = parallel_note(s); !note.empty()) j["parallel_note"] = note;
   j["routing"] = nlohmann::ordered_json{{"scoring", s.routing.scoring},
                                         {"renormalize", s.routing.renormalize},
                                         {"n_group", s.routing.n_group},

@@ -30,25 +30,6 @@ void apply_parallel(MoeShape& shape, const GlobalSizes& sizes, const ModelOption
   shape.N = sizes.intermediate.value / opts.tp;
   shape.K = sizes.hidden.value;
   shape.topk = sizes.topk.value;
-  shape.parallel_note.clear();
-  if (opts.tp > 1 && opts.ep > 1) {
-    // Each server mapping only where it is a valid moetune command for this model.
-    const int T = opts.tp, P = opts.ep;
-    const std::string sglang =
-        T % P == 0 ? fmt::format("; SGLang's --tp {0} --ep-size {1} is --tp {2} --ep {1} here", T,
-                                 P, T / P)
-                   : std::string();
-    const std::string vllm =
-        sizes.experts.value % T == 0
-            ? fmt::format("; vLLM's tensor parallel size {0} with expert parallelism is --ep {0} "
-                          "alone",
-                          T)
-            : std::string();
-    shape.parallel_note =
-        fmt::format("--tp {0} and --ep {1} split one layer over {2} ranks (intermediate / {0}, "
-                    "experts / {1}){3}{4}",
-                    T, P, T * P, sglang, vllm);
-  }
 }
 
 void check_block_divisible(const MoeShape& shape, const GlobalSizes& sizes) {
@@ -82,3 +63,26 @@ void check_block_divisible(const MoeShape& shape, const GlobalSizes& sizes) {
 }
 
 }  // namespace moetune::model
+
+namespace moetune {
+
+std::string parallel_note(const MoeShape& shape) {
+  const int T = shape.tp, P = shape.ep;
+  if (T <= 1 || P <= 1) return {};
+  // Each server mapping only where it is a valid moetune command for this model.
+  const std::string sglang =
+      T % P == 0 ? fmt::format("; SGLang's --tp {0} --ep-size {1} is --tp {2} --ep {1} here", T, P,
+                               T / P)
+                 : std::string();
+  const std::string vllm =
+      shape.E_global % T == 0
+          ? fmt::format("; vLLM's tensor parallel size {0} with expert parallelism is --ep {0} "
+                        "alone",
+                        T)
+          : std::string();
+  return fmt::format("--tp {0} and --ep {1} split one layer over {2} ranks (intermediate / {0}, "
+                     "experts / {1}){3}{4}",
+                     T, P, T * P, sglang, vllm);
+}
+
+}  // namespace moetune

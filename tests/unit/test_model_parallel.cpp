@@ -40,19 +40,19 @@ TEST(Parallel, TpTimesEpIsNoted) {
   const MoeShape both = parse_hf_config(model_config("deepseek-v3.json"), par(8, 8));
   EXPECT_EQ(both.N, 256);
   EXPECT_EQ(both.E, 32);
-  EXPECT_EQ(both.parallel_note,
+  EXPECT_EQ(parallel_note(both),
             "--tp 8 and --ep 8 split one layer over 64 ranks (intermediate / 8, experts / 8); "
             "SGLang's --tp 8 --ep-size 8 is --tp 1 --ep 8 here; vLLM's tensor parallel size 8 "
             "with expert parallelism is --ep 8 alone");
   const MoeShape odd = parse_hf_config(model_config("deepseek-v3.json"), par(4, 8));
-  EXPECT_EQ(odd.parallel_note.find("SGLang"), std::string::npos);  // 8 does not divide 4
-  EXPECT_NE(odd.parallel_note.find("32 ranks"), std::string::npos);
+  EXPECT_EQ(parallel_note(odd).find("SGLang"), std::string::npos);  // 8 does not divide 4
+  EXPECT_NE(parallel_note(odd).find("32 ranks"), std::string::npos);
   // vLLM's mapping (--ep T alone) only where T divides the experts: Mixtral's 8 by 16 does not.
   const MoeShape mixtral = parse_hf_config(model_config("mixtral-8x7b-v0.1.json"), par(16, 2));
-  EXPECT_NE(mixtral.parallel_note.find("--tp 8 --ep 2 here"), std::string::npos);
-  EXPECT_EQ(mixtral.parallel_note.find("vLLM"), std::string::npos);
-  EXPECT_TRUE(parse_hf_config(model_config("deepseek-v3.json"), par(8, 1)).parallel_note.empty());
-  EXPECT_TRUE(parse_hf_config(model_config("deepseek-v3.json"), par(1, 8)).parallel_note.empty());
+  EXPECT_NE(parallel_note(mixtral).find("--tp 8 --ep 2 here"), std::string::npos);
+  EXPECT_EQ(parallel_note(mixtral).find("vLLM"), std::string::npos);
+  EXPECT_TRUE(parallel_note(parse_hf_config(model_config("deepseek-v3.json"), par(8, 1))).empty());
+  EXPECT_TRUE(parallel_note(parse_hf_config(model_config("deepseek-v3.json"), par(1, 8))).empty());
 }
 
 TEST(Parallel, TpMustDivideTheExpertSize) {
