@@ -53,7 +53,7 @@ case ${PHASE:-1} in
   q64 0 "${QDL:-$(($(left) - 10))}"
   wait ;;
 2)
-  ( q64 1 $(($(left) - 10)) ) &
+  ( Q_THREADS=12 q64 1 $(($(left) - 10)) ) &
   export CUDA_VISIBLE_DEVICES=0
   sweep one_cold one cold 400
   (($(left) > 270)) && sweep one_warm one warm $(($(left) - 10))
