@@ -113,6 +113,10 @@ std::vector<KernelConfig> Measured::ranking() const {
   }
   std::stable_sort(ok.begin(), ok.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto is_finalist = [&](const KernelConfig& c) {
+    return std::find(finalists.begin(), finalists.end(), c) != finalists.end();
+  };
+  std::stable_partition(ok.begin(), ok.end(), [&](const auto& p) { return is_finalist(p.second); });
   std::vector<KernelConfig> out;
   for (auto& [t, c] : ok) out.push_back(c);
   if (leader) {

@@ -101,7 +101,11 @@ struct Measured {
   // Set by the neighbourhood step: the config it ended on, first in ranking() whatever the
   // medians say (a neighbour that did not beat it on equal replays may show a lower median).
   std::optional<KernelConfig> leader;
-  // Ok configs by median time, fastest first; the leader (when set and ok) first of all.
+  // Successive halving's last round: the configs timed most. They rank before
+  // the configs cut in earlier rounds, whose few samples may show a lower median by luck.
+  std::vector<KernelConfig> finalists;
+  // Ok configs by median time, fastest first, the finalists (when set) before the rest; the
+  // leader (when set and ok) first of all.
   std::vector<KernelConfig> ranking() const;
 };
 

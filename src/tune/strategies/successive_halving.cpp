@@ -1,8 +1,8 @@
 // Successive halving with noise-aware stopping.
 //
 // Round 1 measures every candidate (the default first) with first_replays replays; each next
-// round keeps the best share by median (never fewer than two, always the default, so the trust
-// rule compares like with like) and measures it again with twice the replays, accumulating
+// round keeps the best share of that round's configs by median (never fewer than two, always
+// the default, so the trust rule compares like with like) and measures it again with twice the replays, accumulating
 // times. It stops when the best's 95% CI of the ratio to the runner-up excludes 1 (compare()),
 // when the replays pass max_replays, or when the budget (the sweep's, or this stage's share)
 // runs out -- between chunks of kChunk configs, so a budget stop keeps all that was measured.
@@ -96,6 +96,22 @@ void time_neighbourhood(const StageSearch& s, MeasureDoor& door, Measured& m) {
   }
 }
 
+// `alive` by accumulated median, fastest first; configs without ok times left out.
+std::vector<KernelConfig> ranked_alive(const Measured& m, const std::vector<KernelConfig>& alive) {
+  std::vector<std::pair<double, KernelConfig>> ok;
+  for (const KernelConfig& c : alive) {
+    auto it = m.results.find(c);
+    if (it != m.results.end() && it->second.status == CandidateStatus::ok &&
+        !it->second.times_s.empty())
+      ok.emplace_back(median(it->second.times_s), c);
+  }
+  std::stable_sort(ok.begin(), ok.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<KernelConfig> out;
+  for (auto& [t, c] : ok) out.push_back(c);
+  return out;
+}
+
 }  // namespace
 
 Measured successive_halving(const StageSearch& s, MeasureDoor& door) {
@@ -113,7 +129,12 @@ Measured successive_halving(const StageSearch& s, MeasureDoor& door) {
       m.stopped_by_budget = true;
       break;
     }
-    const std::vector<KernelConfig> ranked = m.ranking();
+    // Only this round's configs compete: those cut earlier keep their few samples, and a lucky
+    // median among them must neither stop the search nor hold a place (ranking over every
+    // config measured kept a third of all of them each round: 45 configs timed at 16, 32 and
+    // 64 replays at M = 4096, the two-GPU sweep's critical path).
+    const std::vector<KernelConfig> ranked = ranked_alive(m, alive);
+    m.finalists = ranked;
     if (ranked.size() <= 1) break;
     const Comparison c = compare(m.results.at(ranked[0]).times_s, m.results.at(ranked[1]).times_s);
     if (c.verdict == Verdict::faster) {
@@ -121,7 +142,7 @@ Measured successive_halving(const StageSearch& s, MeasureDoor& door) {
       break;
     }
     if (2 * replays > o.max_replays) break;
-    // Survivors: the best share (at least two), plus the default.
+    // Survivors: the best share of this round (at least two), plus the default.
     const std::size_t keep = std::max<std::size_t>(
         2, static_cast<std::size_t>(std::ceil(double(ranked.size()) * o.halving_keep)));
     std::vector<KernelConfig> next(
