@@ -11,6 +11,11 @@
 #            GPU 1: the M = 64 quality run continued (if PHASE 1 did not finish it).
 #   PHASE=3  the warm sweep if PHASE 2 had no time for it, then the two-GPU sweep from a fresh
 #            cache (the 0.65x bar); the M = 64 quality run continued on GPU 1 first if still open.
+#   PHASE=4  (after successive halving was fixed to keep a share of each round's own configs; a
+#            fresh machine) GPU 0: the cold sweep; GPU 1 meanwhile: the quality bar at M = 64 and
+#            M = 1024, a normal sweep against each finished exhaustive log (.devbin/quality/
+#            q64_ex.tar.gz, m1024_ex.tar.gz); then the two-GPU sweep from a fresh cache; then the
+#            warm sweep over the cold one's cache if the call has time left (CALL_S).
 # Everything lands in $OUT/call.tgz; a summary prints last.
 set -u
 R=/tmp/res_pending; mkdir -p "$R/q64" "$R/q1024" "$R/bars" "$R/sweep"
@@ -63,6 +68,18 @@ case ${PHASE:-1} in
   [ -f "$R/sweep/one_warm.log" ] || CUDA_VISIBLE_DEVICES=0 sweep one_warm one warm 280
   wait
   MOETUNE_COMPILE_THREADS=8 sweep two_cold two cold $(($(left) - 10)) --gpus 2 ;;
+4)
+  ( export CUDA_VISIBLE_DEVICES=1 MOETUNE_COMPILE_THREADS=8
+    for m in 64 1024; do
+      seed=.devbin/quality/q64_ex.tar.gz; [ $m = 1024 ] && seed=.devbin/quality/m1024_ex.tar.gz
+      OUT=$R/q$m QUALITY_WORK=/tmp/qwork4_$m QUALITY_BATCH=$m QUALITY_DEADLINE_S=200 QUALITY_SEED=$seed \
+        MOETUNE_CACHE_DIR=/tmp/moetune_q4_cache bash bench/scripts/tune_quality.sh > "$R/q$m/driver.log" 2>&1
+      echo "quality M=$m rc $?" >> "$R/q$m/driver.log"
+    done ) &
+  CUDA_VISIBLE_DEVICES=0 sweep one_cold one cold 330
+  wait
+  MOETUNE_COMPILE_THREADS=8 sweep two_cold two cold 240 --gpus 2
+  (($(left) > 215)) && CUDA_VISIBLE_DEVICES=0 sweep one_warm one warm $(($(left) - 8)) ;;
 esac
 
 tar -czf "$OUT/call.tgz" -C "$R" .
