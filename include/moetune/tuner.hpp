@@ -207,7 +207,9 @@ class ProgressSink {
   virtual void started_M(int M, int index, int total, int worker) {
     (void)M, (void)index, (void)total, (void)worker;
   }
-  // A candidate finished (measured, failed or resumed): done of about planned for this M.
+  // A candidate finished (measured, failed or resumed): done of about planned evaluations for
+  // this stage at this M (the plan's estimate of every halving round and the neighbourhood;
+  // never below done).
   virtual void candidate_done(int M, Stage stage, const KernelConfig& config,
                               const std::string& status, int done, int planned) {
     (void)M, (void)stage, (void)config, (void)status, (void)done, (void)planned;

@@ -184,11 +184,14 @@ class CliProgress : public tune::ProgressSink {
   void candidate_done(int M, tune::Stage stage, const KernelConfig&, const std::string&, int done,
                       int planned) override {
     if (!tty_) return;
-    const double frac =
-        total_ > 0 ? (index_ + (planned > 0 ? double(done) / planned : 0)) / total_ : 0;
+    // GEMM1 fills the first half of this M's share, GEMM2 the second; `planned` is the plan's
+    // estimate (halving stops early when the best separates), so the bar may jump ahead.
+    const double stage_frac = planned > 0 ? std::min(1.0, double(done) / planned) : 0;
+    const double m_frac = 0.5 * stage_frac + (stage == tune::Stage::down ? 0.5 : 0.0);
+    const double frac = total_ > 0 ? (index_ + m_frac) / total_ : 0;
     const int width = 30;
     const int filled = std::clamp(static_cast<int>(frac * width), 0, width);
-    fmt::print(stderr, "\r[{}{}] {:3.0f}%  M={} {} {}/{}  ETA {}   ", std::string(filled, '#'),
+    fmt::print(stderr, "\r[{}{}] {:3.0f}%  M={} {} {}/~{}  ETA {}   ", std::string(filled, '#'),
                std::string(width - filled, '.'), frac * 100, M, tune::to_string(stage), done,
                planned, eta_);
   }

@@ -80,19 +80,48 @@ double estimate_stage_s(const StagePlan& p, const TuneOptions& o,
     return total + (1 + std::ceil(kRefineShareGuess * n)) *
                        measurement_s(p.predicted_s.front(), exhaustive_replays(o));
   }
-  // Successive halving: each round keeps a share and doubles the replays of the survivors.
-  double alive = n;
-  for (int replays = o.first_replays; alive >= 2 && replays <= o.max_replays; replays *= 2) {
-    total += alive * measurement_s(mean_pred, replays);
-    alive = std::ceil(alive * o.halving_keep);
+  // Round 1 always runs; the later ones only where the best did not separate: 2 to 5 of the 36
+  // stages of the default sweep on an H200 (bench/results/2026-11-30_h200_fifth_session/, the
+  // record logs of four sweeps), so they count at that share.
+  constexpr double kPastRoundOneShare = 0.15;
+  bool first = true;
+  for (const HalvingRound& r : halving_rounds(o, p.candidates.size())) {
+    total += (first ? 1.0 : kPastRoundOneShare) * double(r.configs) *
+             measurement_s(mean_pred, r.replays);
+    first = false;
   }
-  // The neighbourhood of the best: up to 8 one-key neighbours and the leader a round, each
-  // neighbour a new kernel, timed at about the best's time. 9 a stage: the default sweep on an
-  // H200 measured 306 more measurements with the step than without (8.5 a stage).
-  const double neighbours_guess = o.neighbourhood_rounds > 0 ? 9 : 0;
-  total += neighbours_guess * (kCompileSPerConfig / kCompileThreads +
-                               measurement_s(p.predicted_s.front(), o.first_replays));
+  total += double(neighbourhood_guess(o)) * (kCompileSPerConfig / kCompileThreads +
+                                             measurement_s(p.predicted_s.front(), o.first_replays));
   return total;
+}
+
+std::vector<HalvingRound> halving_rounds(const TuneOptions& o, std::size_t n) {
+  // Each round keeps a share of its own configs and doubles the replays of the survivors; the
+  // default joins them when cut (not counted: it is mostly among the fastest).
+  std::vector<HalvingRound> rounds;
+  double alive = double(n);
+  for (int replays = std::max(2, o.first_replays); alive >= 2 && replays <= o.max_replays;
+       replays *= 2) {
+    rounds.push_back({static_cast<long>(alive), replays});
+    alive = std::max(2.0, std::ceil(alive * o.halving_keep));
+  }
+  if (rounds.empty() && n > 0) rounds.push_back({static_cast<long>(n), std::max(2, o.first_replays)});
+  return rounds;
+}
+
+int neighbourhood_guess(const TuneOptions& o) {
+  // Up to 8 one-key neighbours and the leader a round. 9 a stage: the default sweep on an H200
+  // measured 306 more measurements with the step than without (8.5 a stage).
+  return o.neighbourhood_rounds > 0 ? 9 : 0;
+}
+
+long expected_evaluations(const TuneOptions& o, std::size_t n) {
+  if (n == 0) return 0;
+  if (o.exhaustive) return static_cast<long>(n) + 1 + static_cast<long>(std::ceil(0.05 * double(n)));
+  const std::vector<HalvingRound> rounds = halving_rounds(o, n);
+  long total = static_cast<long>(rounds.size()) - 1;  // the default rejoining each later round
+  for (const HalvingRound& r : rounds) total += r.configs;
+  return total + neighbourhood_guess(o) + 2;  // + decide()'s fresh winner and default
 }
 
 TunePlan plan(const TuneOptions& opts) {

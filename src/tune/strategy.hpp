@@ -159,6 +159,21 @@ StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage, std::optional<
 double estimate_stage_s(const StagePlan& p, const TuneOptions& o,
                         std::set<std::pair<int, KernelConfig>>* compiled = nullptr);
 
+// Successive halving's rounds on n candidates as planned: configs timed and replays each (the
+// search may stop sooner, when the best separates).
+struct HalvingRound {
+  long configs = 0;
+  int replays = 0;
+};
+std::vector<HalvingRound> halving_rounds(const TuneOptions& o, std::size_t n);
+// The neighbourhood step's measurements a stage, as the plan guesses them.
+int neighbourhood_guess(const TuneOptions& o);
+// Candidate evaluations of one stage with n candidates as planned (every halving round run, the
+// default rejoining each, the neighbourhood's guess, decide()'s fresh pair; exhaustive: screen
+// and refine): the progress bar's "of about". Halving stops sooner when the best separates; the
+// neighbourhood may take more rounds than guessed.
+long expected_evaluations(const TuneOptions& o, std::size_t n);
+
 // Configs per evaluate() call: the budget is checked between chunks.
 inline constexpr int kChunk = 8;
 

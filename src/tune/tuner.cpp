@@ -184,7 +184,7 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
 
   // Up: every BLOCK_SIZE_M.
   const StagePlan up_plan = plan_stage(o, M, Stage::up, std::nullopt, up_seeds);
-  door.set_planned(static_cast<int>(up_plan.candidates.size()));
+  door.set_planned(static_cast<int>(expected_evaluations(o, up_plan.candidates.size())));
   const Measured up_m = run_strategy({M, Stage::up, up_plan.candidates, up_default, &o}, door);
   row.up = decide(M, Stage::up, up_m, up_default, door, o.max_replays);
   if (up_m.stopped_by_budget && door.out_of_time()) sh.budget_exhausted = true;
@@ -199,7 +199,7 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
                                                            workers / std::max(1, remaining_Ms) / 2);
   }
   const StagePlan down_plan = plan_stage(o, M, Stage::down, block_m, down_seeds);
-  door.set_planned(static_cast<int>(down_plan.candidates.size()));
+  door.set_planned(static_cast<int>(expected_evaluations(o, down_plan.candidates.size())));
   const Measured down_m =
       run_strategy({M, Stage::down, down_plan.candidates, down_baseline, &o}, door);
   row.down = decide(M, Stage::down, down_m, down_baseline, door, o.max_replays);

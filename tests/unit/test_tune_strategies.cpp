@@ -181,6 +181,10 @@ TEST(SuccessiveHalving, EachRoundKeepsAShareOfThatRoundOnly) {
   // N*8 + (N/3+1)*16 + (N/9+2)*32 + (N/27+3)*64 with ceilings: about 2.5 N*8.
   EXPECT_LT(ev.replays_measured(), 3 * n * o.first_replays) << "N=" << n;
   EXPECT_GT(ev.replays_measured(), 2 * n * o.first_replays) << "N=" << n;
+  // The progress bar's estimate of a stage's evaluations: every round run, the default
+  // rejoining each, the neighbourhood's guess (none here) and decide()'s fresh pair (not here).
+  EXPECT_GE(expected_evaluations(o, p.candidates.size()) - 2, ev.evaluations());
+  EXPECT_LE(expected_evaluations(o, p.candidates.size()) - 2 - 3, ev.evaluations());
   // The finalists are the last round's configs: a handful, the default among them.
   EXPECT_LE(m.finalists.size(), static_cast<std::size_t>(n / 27 + 4));
   EXPECT_NE(std::find(m.finalists.begin(), m.finalists.end(), p.default_config),
