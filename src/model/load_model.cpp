@@ -84,6 +84,26 @@ MoeShape load_path(const fs::path& path, const ModelOptions& opts) {
   return parse_hf_config(config, opts, config_path.string());
 }
 
+// What a --model that names nothing gets told: a path (a '/' or a .json name) that does not
+// exist is not a misspelt preset, so it gets no list; a preset name that starts one or more
+// presets names those (qwen3.5-122b -> the -a10b and -a10b-fp8 presets); else the whole list.
+std::string missing_model_text(const std::string& value) {
+  const bool path_like = value.find_first_of("/\\") != std::string::npos ||
+                         (value.size() > 5 && value.compare(value.size() - 5, 5, ".json") == 0);
+  if (path_like) return "no such file or folder";
+  std::string key = value;
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::vector<std::string> started;
+  for (const std::string& name : preset_names()) {
+    if (key.size() >= 3 && name.rfind(key, 0) == 0) started.push_back(name);
+  }
+  if (!started.empty())
+    return fmt::format("no such file, folder or preset; did you mean {}?",
+                       fmt::join(started, " or "));
+  return fmt::format("no such file, folder or preset; presets: {}", fmt::join(preset_names(), ", "));
+}
+
 }  // namespace
 
 MoeShape load_model(const std::string& path_or_preset, const ModelOptions& opts) {
@@ -105,9 +125,7 @@ MoeShape load_model(const std::string& path_or_preset, const ModelOptions& opts)
     }
     return shape;
   }
-  throw InputError(
-      "model", path_or_preset,
-      fmt::format("no such file, folder or preset; presets: {}", fmt::join(preset_names(), ", ")));
+  throw InputError("model", path_or_preset, missing_model_text(path_or_preset));
 }
 
 }  // namespace moetune

@@ -119,6 +119,25 @@ TEST_F(LoadModel, InvalidJsonNamesTheFile) {
   EXPECT_EQ(input_error([&] { load_model(empty.string(), {}); }).value(), empty.string());
 }
 
+// A --model naming nothing: a path gets no preset list, a preset's start names the presets it
+// starts, anything else gets the list.
+TEST_F(LoadModel, MissingModelSaysWhatItLooksLike) {
+  const std::string missing_dir = (dir_ / "no_such_dir").string() + "/";
+  const InputError path = input_error([&] { load_model(missing_dir, {}); });
+  EXPECT_EQ(path.field(), "model");
+  EXPECT_TRUE(contains(path.what(), "no such file or folder")) << path.what();
+  EXPECT_FALSE(contains(path.what(), "presets")) << path.what();
+  EXPECT_FALSE(contains(input_error([&] { load_model("my_model.json", {}); }).what(), "presets"));
+
+  const InputError start = input_error([&] { load_model("Qwen3.5-122b", {}); });
+  EXPECT_TRUE(contains(start.what(),
+                       "did you mean qwen3.5-122b-a10b or qwen3.5-122b-a10b-fp8?"))
+      << start.what();
+
+  const InputError other = input_error([&] { load_model("deepsek-v3", {}); });
+  EXPECT_TRUE(contains(other.what(), "presets: dbrx-instruct, deepseek-r1")) << other.what();
+}
+
 // nlohmann keeps the last of two equal keys; a config.json with hidden_size twice is refused,
 // and so is a key repeated in a nested object. The same key in two sibling objects is fine.
 TEST_F(LoadModel, DuplicateKeysAreInvalidJson) {
