@@ -37,6 +37,10 @@ extern const std::array<const char*, 6> kClassicKeys;
 extern const std::array<const char*, 1> kMoetuneKeys;
 
 // --- file names -------------------------------------------------------------------------------
+// The short name of a config in logs, reports, notes and kernel names: every key, e.g.
+// "m16n64k128_g1_w4_s3_sk1" (BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages, SPLIT_K).
+std::string config_name(const KernelConfig& c);
+
 enum class Naming { sglang, vllm };
 // "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
 // (vllm: "[128,128]"); `down` appends "_down" before ".json". Spaces in device -> '_'; any

@@ -1,4 +1,5 @@
-// Config file names as SGLang and vLLM look them up (DESIGN.md "Config tables and files").
+// Config file names as SGLang and vLLM look them up (DESIGN.md "Config tables and files"), and
+// a config's own short name.
 #include <algorithm>
 #include <string>
 
@@ -7,6 +8,11 @@
 #include "moetune/config.hpp"
 
 namespace moetune {
+
+std::string config_name(const KernelConfig& c) {
+  return fmt::format("m{}n{}k{}_g{}_w{}_s{}_sk{}", c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K,
+                     c.GROUP_SIZE_M, c.num_warps, c.num_stages, c.SPLIT_K);
+}
 
 std::string config_file_name(const MoeShape& shape, const std::string& device_name, Naming naming,
                              bool down) {

@@ -44,11 +44,6 @@ int arch_cc(const std::string& arch) {
   throw InputError("arch", arch, "expected sm_<major><minor>[a], e.g. sm_90a");
 }
 
-std::string config_text(const KernelConfig& c) {
-  return fmt::format("m{}n{}k{}_g{}_w{}_s{}_sk{}", c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K,
-                     c.GROUP_SIZE_M, c.num_warps, c.num_stages, c.SPLIT_K);
-}
-
 int n_out(const MoeShape& s, GemmStage st) { return is_up(st) ? 2 * s.N : s.K; }
 int k_red(const MoeShape& s, GemmStage st) { return is_up(st) ? s.K : s.N; }
 
@@ -63,7 +58,7 @@ void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
   if (const char* why = tm::tile_rule_violation(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K,
                                                 c.num_warps, c.num_stages, c.SPLIT_K, bytes,
                                                 bytes, block))
-    throw InputError("config", config_text(c), why);
+    throw InputError("config", config_name(c), why);
   if (c.GROUP_SIZE_M < 1)
     throw InputError("GROUP_SIZE_M", std::to_string(c.GROUP_SIZE_M), "must be >= 1");
   if (shape.dtype == Dtype::fp8_w8a8 && arch_cc(arch) < 89)
@@ -166,7 +161,7 @@ cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& c, 
   arg("SPLIT_K", c.SPLIT_K);
   arg("FUSED_ACT", stage == GemmStage::up_act ? 1 : 0);
   spec.name = fmt::format("moe_gemm_{}_{}{}_{}_N{}_K{}_topk{}", to_string(stage), dtype_tag(code),
-                          wgmma ? "_wgmma" : "", config_text(c), shape.N, shape.K, shape.topk);
+                          wgmma ? "_wgmma" : "", config_name(c), shape.N, shape.K, shape.topk);
   if (block) spec.name += fmt::format("_b{}x{}", bn, bk);
   return spec;
 }

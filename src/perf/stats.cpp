@@ -151,7 +151,9 @@ Comparison compare(const std::vector<double>& a_s, const std::vector<double>& b_
   }
   c.ci95_lo = percentile_inplace(ratios.data(), ratios.data() + ratios.size(), kCiLoPct);
   c.ci95_hi = percentile_inplace(ratios.data(), ratios.data() + ratios.size(), kCiHiPct);
-  if (c.ci95_hi < 1) {
+  if (std::min(a_s.size(), b_s.size()) < kMinVerdictSamples) {
+    c.verdict = Verdict::within_noise;  // too few samples for the CI to mean 95%
+  } else if (c.ci95_hi < 1) {
     c.verdict = Verdict::faster;
   } else if (c.ci95_lo > 1) {
     c.verdict = Verdict::slower;

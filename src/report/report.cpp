@@ -10,11 +10,6 @@
 namespace moetune::report {
 namespace {
 
-std::string config_name(const KernelConfig& c) {
-  return fmt::format("m{}n{}k{}_g{}_w{}_s{}_sk{}", c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K,
-                     c.GROUP_SIZE_M, c.num_warps, c.num_stages, c.SPLIT_K);
-}
-
 std::string escape(const std::string& s) {
   std::string out;
   for (char ch : s) {

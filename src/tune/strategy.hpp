@@ -113,7 +113,8 @@ struct Measured {
 // default), double the replays, stop when the best separates from the runner-up (compare()),
 // replays reach max_replays, or the budget says so. Then the neighbourhood: the best's
 // one_key_neighbours not yet timed and the best again, first_replays each; a neighbour takes the
-// lead (Measured::leader) only when compare() finds it faster on those equal replays; again
+// lead (Measured::leader) only when compare() finds it faster on those equal replays and on a
+// fresh pair of the two; again
 // from a new leader (at most opts.neighbourhood_rounds rounds; the budget stops it between
 // chunks).
 Measured successive_halving(const StageSearch& s, MeasureDoor& door);

@@ -24,11 +24,6 @@
 namespace moetune::tune {
 namespace {
 
-std::string config_name(const KernelConfig& c) {
-  return fmt::format("m{}n{}k{}_g{}_w{}_s{}_sk{}", c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K,
-                     c.GROUP_SIZE_M, c.num_warps, c.num_stages, c.SPLIT_K);
-}
-
 // Replay-wise sum of two stages' per-replay times (the shorter length).
 std::vector<double> add_replays(const std::vector<double>& a, const std::vector<double>& b) {
   std::vector<double> out(std::min(a.size(), b.size()));
@@ -56,7 +51,7 @@ struct Shared {
   std::atomic<long> measurements{0}, resumed{0};
   std::atomic<bool> budget_exhausted{false};
   std::atomic<bool> interrupted{false};  // the stop flag left some M unfinished
-  int in_flight = 0;
+  int in_flight = 0;  // Ms being tuned now on any worker (under mutex): the budget's share
 };
 
 // The chosen configs of the nearest tuned Ms (by |log2 M ratio|), for warm starts.
@@ -120,24 +115,47 @@ StageOutcome decide(int M, Stage stage, const Measured& m, const KernelConfig& b
       break;
     }
     if (!out.default_times_s.empty() && !(c == baseline)) {
+      // Never judged on the search's samples: a config that fails its confirmation is out (the
+      // next ranked is taken), and a default that fails it is kept unjudged.
       const auto fresh = door.measure(M, stage, {c, baseline}, confirm_replays);
-      if (fresh.size() == 2 && fresh[0].status == CandidateStatus::ok &&
-          fresh[1].status == CandidateStatus::ok && fresh[0].times_s.size() >= 2 &&
-          fresh[1].times_s.size() >= 2) {
-        out.winner_times_s = fresh[0].times_s;
-        out.winner_summary = summarize(out.winner_times_s);
-        out.default_times_s = fresh[1].times_s;
-        out.default_summary = summarize(out.default_times_s);
+      const auto usable = [&](std::size_t i) {
+        return fresh.size() == 2 && fresh[i].status == CandidateStatus::ok &&
+               fresh[i].times_s.size() >= 2;
+      };
+      if (!usable(0)) {
+        const std::string status =
+            fresh.size() == 2 ? std::string(to_string(fresh[0].status)) : "no result";
+        ++out.failures[status];
+        out.notes.push_back(fmt::format("{} failed its confirmation ({}{}{}); next taken",
+                                        config_name(c), status,
+                                        fresh.size() == 2 && !fresh[0].reason.empty() ? ": " : "",
+                                        fresh.size() == 2 ? fresh[0].reason : ""));
+        out.winner.reset();
+        out.runner_up.reset();
+        out.winner_vs_runner_up.reset();
+        continue;
       }
+      if (!usable(1)) {
+        out.notes.push_back(fmt::format(
+            "the default failed its confirmation ({}): kept, {} not judged against it",
+            fresh.size() == 2 ? std::string(to_string(fresh[1].status)) : "no result",
+            config_name(c)));
+        break;
+      }
+      out.winner_times_s = fresh[0].times_s;
+      out.winner_summary = summarize(out.winner_times_s);
+      out.default_times_s = fresh[1].times_s;
+      out.default_summary = summarize(out.default_times_s);
       out.winner_vs_default = compare(out.winner_times_s, out.default_times_s);
       if (out.winner_vs_default->verdict == Verdict::faster) out.chosen = c;
-    } else if (!out.default_times_s.empty()) {
-      out.winner_vs_default = compare(out.winner_times_s, out.default_times_s);
-    } else if (!(c == baseline)) {
-      // The baseline failed to run: the winner is the only measured choice.
-      out.chosen = c;
-      out.notes.push_back("the default failed to run; the best measured config taken");
+    } else if (out.default_times_s.empty() && !(c == baseline)) {
+      // The default failed in the search: nothing to judge the winner against, so the default
+      // stays (tune_one keeps both stages' defaults for this M).
+      out.notes.push_back(fmt::format(
+          "the default failed to run: {} measured best, not judged; the default kept",
+          config_name(c)));
     }
+    // The default ranked first: no verdict (a comparison with itself would read "within noise").
     break;
   }
   if (out.chosen == baseline) {
@@ -188,6 +206,17 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
   const Measured up_m = run_strategy({M, Stage::up, up_plan.candidates, up_default, &o}, door);
   row.up = decide(M, Stage::up, up_m, up_default, door, o.max_replays);
   if (up_m.stopped_by_budget && door.out_of_time()) sh.budget_exhausted = true;
+  if (row.up.default_times_s.empty()) {
+    // Up's default has no times (it failed, or the sweep's time ran out first): the row cannot
+    // be judged against the defaults, so it keeps them, and down is not searched for nothing.
+    sh.measurements += door.measurements();
+    sh.resumed += door.resumed();
+    row.up.chosen = up_default;
+    row.reached = row.up.measured > 0;
+    row.flag = row.reached ? "kept default" : "not reached";
+    if (row.reached) row.down.notes.push_back("down not searched: up's default has no times");
+    return row;
+  }
 
   // Down: the up choice's BLOCK_SIZE_M. Its baseline is the default with that BLOCK_SIZE_M.
   const int block_m = row.up.chosen.BLOCK_SIZE_M;
@@ -234,8 +263,8 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
     // Nothing comparable measured (budget, or the defaults failed): keep the defaults.
     row.up.chosen = up_default;
     row.down.chosen = down_default;
-    row.flag = row.up.default_times_s.empty() ? "not reached" : "kept default";
-    row.reached = !row.up.default_times_s.empty();
+    row.flag = "kept default";  // up's default has times (else returned above)
+    row.reached = true;
     return row;
   }
   row.reached = true;
@@ -274,7 +303,7 @@ void worker_loop(Shared& sh, Evaluator& ev, int worker, int workers) {
   const double start_s = ev.clock_s();
   int finished = 0;
   for (;;) {
-    int index = 0, remaining = 0;
+    int index = 0, remaining = 0, sharing = 0;
     {
       std::lock_guard<std::mutex> lock(sh.mutex);
       if (sh.queue.empty()) return;
@@ -290,13 +319,16 @@ void worker_loop(Shared& sh, Evaluator& ev, int worker, int workers) {
       index = sh.queue.front();
       sh.queue.pop_front();
       remaining = static_cast<int>(sh.queue.size()) + 1;
+      // The budget's fair share counts the Ms the other GPUs are running too.
+      sharing = remaining + sh.in_flight;
+      ++sh.in_flight;
     }
     const int M = sh.batch[index];
     sh.progress->call(
         [&](ProgressSink& p) { p.started_M(M, index, static_cast<int>(sh.batch.size()), worker); });
     MResult row;
     try {
-      row = tune_one(sh, ev, M, start_s, remaining, workers);
+      row = tune_one(sh, ev, M, start_s, sharing, workers);
     } catch (const Interrupted& e) {
       // Stopped part way through M: a half-searched M has no verdict a complete run would give,
       // so it keeps its prepared default row; its records are in the log for --resume.
@@ -305,6 +337,7 @@ void worker_loop(Shared& sh, Evaluator& ev, int worker, int workers) {
       sh.interrupted = true;
       std::lock_guard<std::mutex> lock(sh.mutex);
       sh.rows[index].flag = kInterruptedFlag;
+      --sh.in_flight;
       continue;
     }
     ++finished;
@@ -316,6 +349,7 @@ void worker_loop(Shared& sh, Evaluator& ev, int worker, int workers) {
                          row.down.winner.value_or(row.down.chosen)};
       }
       sh.rows[index] = row;
+      --sh.in_flight;
     }
     sh.progress->call([&](ProgressSink& p) {
       p.finished_M(row);

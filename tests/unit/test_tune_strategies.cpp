@@ -399,5 +399,49 @@ TEST(Neighbourhood, OneKeyAtATimeAdjacentForOrdinalKeys) {
     EXPECT_EQ(std::count(d.begin(), d.end(), KernelConfig{64, 64, 128, g, 4, 3, 1}), 1);
 }
 
+// The refine round cuts on the median, as ranking() ranks: t[n/2] (the upper median for even n)
+// left the screen's best median out of the refine round, which then still ranked first on its 8
+// screen samples against the refined configs' 40.
+TEST(Exhaustive, RefineSetCutsOnTheMedian) {
+  const KernelConfig def{16, 64, 128, 1, 4, 4, 1}, x{16, 128, 128, 1, 4, 4, 1},
+      y{16, 64, 64, 1, 4, 4, 1};
+  Measured m;
+  const auto ok = [](const KernelConfig& c, std::vector<double> t) {
+    CandidateResult r;
+    r.config = c;
+    r.times_s = std::move(t);
+    return r;
+  };
+  m.results.emplace(def, ok(def, std::vector<double>(8, 20e-6)));
+  m.results.emplace(x, ok(x, {9e-6, 9e-6, 9e-6, 9e-6, 13e-6, 13e-6, 13e-6, 13e-6}));  // median 11
+  m.results.emplace(y, ok(y, std::vector<double>(8, 11.4e-6)));                      // median 11.4
+  ASSERT_EQ(m.ranking().front(), x);
+  const auto refine = exhaustive_refine_set(m, def);
+  EXPECT_NE(std::find(refine.begin(), refine.end(), x), refine.end())
+      << "the screen's best median (11 us) is not refined; 11.4 us is";
+}
+
+// On a flat surface (every config alike) no move is justified. The fastest of up to ~8 neighbours,
+// picked by median and judged by compare() on the same samples, moved 5.7% of rounds (best-of-K at
+// a single comparison's 2.5% level); a fresh pair must now agree.
+TEST(Neighbourhood, RarelyMovesOnAFlatSurface) {
+  Fixture f;
+  const StagePlan p = plan_stage(f.o, 64, Stage::up, std::nullopt);
+  int rounds = 0, moves = 0;
+  for (std::uint64_t seed = 1; seed <= 150; ++seed) {
+    SyntheticOptions so;
+    so.time_s = [](int, Stage, const KernelConfig&) { return 10e-6; };
+    so.noise_rel = 0.01;
+    so.seed = seed;
+    SyntheticEvaluator ev(so);
+    MeasureDoor door(ev, nullptr, nullptr, nullptr, Budget{});
+    const Measured m =
+        successive_halving({64, Stage::up, p.candidates, p.default_config, &f.o}, door);
+    rounds += m.neighbourhood_rounds;
+    moves += m.neighbourhood_moves;
+  }
+  EXPECT_LE(moves, 0.04 * rounds) << moves << " moves in " << rounds << " rounds";
+}
+
 }  // namespace
 }  // namespace moetune::tune

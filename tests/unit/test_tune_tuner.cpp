@@ -5,6 +5,9 @@
 
 #include <atomic>
 #include <fstream>
+#include <functional>
+#include <iostream>
+#include <mutex>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -396,6 +399,171 @@ TEST(Tuner, ResumeAfterAnInterruptEndsAsAnUninterruptedRun) {
   EXPECT_EQ(r.down, full.down);
   EXPECT_EQ(read_text(r.report_md).find("Interrupted"), std::string::npos);
   std::filesystem::remove_all(full_out);
+  std::filesystem::remove_all(out);
+}
+
+// A SyntheticEvaluator whose answers a test may spoil.
+struct Spoiling : Evaluator {
+  SyntheticEvaluator inner;
+  std::function<void(int, Stage, const std::vector<KernelConfig>&, int,
+                     std::vector<CandidateResult>&)> spoil;
+  explicit Spoiling(SyntheticOptions so) : inner(std::move(so)) {}
+  std::vector<CandidateResult> evaluate(int M, Stage st, const std::vector<KernelConfig>& cs,
+                                        int replays) override {
+    auto r = inner.evaluate(M, st, cs, replays);
+    if (spoil) spoil(M, st, cs, replays, r);
+    return r;
+  }
+  CheckResult check(int M, Stage st, const KernelConfig& c) override {
+    return inner.check(M, st, c);
+  }
+  double clock_s() const override { return inner.clock_s(); }
+};
+
+// decide(): the winner's fresh confirmation run (max_replays, beside the default) times out. A
+// config that just failed is not written on the strength of the search's own (biased) samples:
+// the next ranked config is taken (and confirmed in its turn).
+TEST(Tuner, AWinnerThatFailsItsConfirmationIsNotChosen) {
+  const auto out = temp_dir("confirm_fails");
+  const TuneOptions o = options(out, {64});
+  Spoiling ev(informative(o));
+  const KernelConfig up_default = moetune_default_config(o.shape, o.gpu, 64, false);
+  std::vector<KernelConfig> spoiled;
+  ev.spoil = [&](int, Stage st, const std::vector<KernelConfig>& cs, int replays,
+                 std::vector<CandidateResult>& r) {
+    // The first of decide()'s confirmations: {winner, default} with max_replays.
+    if (spoiled.empty() && st == Stage::up && cs.size() == 2 && cs[1] == up_default &&
+        replays == o.max_replays) {
+      r[0].status = CandidateStatus::timeout;
+      r[0].reason = "worker timed out";
+      r[0].times_s.clear();
+      spoiled.push_back(cs[0]);
+    }
+  };
+  ProgressSink quiet;
+  const TuneResult res = run_tune(o, ev, quiet);
+  const MResult& row = res.rows.at(0);
+  ASSERT_EQ(spoiled.size(), 1u);
+  EXPECT_NE(row.up.chosen, spoiled[0]);
+  EXPECT_NE(res.up.at(64), spoiled[0]) << "flag " << row.flag;
+  ASSERT_TRUE(row.up.winner.has_value());
+  EXPECT_NE(*row.up.winner, spoiled[0]);  // the next ranked config
+  EXPECT_EQ(row.up.failures.at("timeout"), 1);
+  std::string notes;
+  for (const auto& n : row.up.notes) notes += n + "; ";
+  EXPECT_NE(notes.find(config_name(spoiled[0]) + " failed its confirmation (timeout: worker timed out); next taken"),
+            std::string::npos)
+      << notes;
+  std::filesystem::remove_all(out);
+}
+
+// The up default runs in round 1 but times out once later (failures stick): nothing judges a
+// winner against it, so the M keeps both defaults, says why, is "kept default" (not "not
+// reached": no budget cut it) and its down stage is not searched for a choice thrown away.
+TEST(Tuner, AnUpDefaultThatFailsInTheSearchKeepsTheDefaultsAndSaysSo) {
+  const auto out = temp_dir("default_fails");
+  const TuneOptions o = options(out, {64});
+  Spoiling ev(informative(o));
+  const KernelConfig up_default = moetune_default_config(o.shape, o.gpu, 64, false);
+  int calls = 0;
+  ev.spoil = [&](int, Stage st, const std::vector<KernelConfig>& cs, int,
+                 std::vector<CandidateResult>& r) {
+    if (st != Stage::up) return;
+    for (std::size_t i = 0; i < cs.size(); ++i) {
+      if (cs[i] == up_default && ++calls == 2) {
+        r[i].status = CandidateStatus::timeout;
+        r[i].reason = "worker timed out";
+        r[i].times_s.clear();
+      }
+    }
+  };
+  ProgressSink quiet;
+  const TuneResult res = run_tune(o, ev, quiet);
+  const MResult& row = res.rows.at(0);
+  ASSERT_GE(calls, 2);
+  EXPECT_EQ(res.up.at(64), up_default);
+  EXPECT_EQ(res.down.at(64), moetune_default_config(o.shape, o.gpu, 64, true));
+  EXPECT_EQ(row.flag, "kept default");
+  EXPECT_TRUE(row.reached);
+  EXPECT_FALSE(res.budget_exhausted);
+  EXPECT_EQ(row.down.measured, 0);  // not searched
+  std::string notes;
+  for (const auto& n : row.up.notes) notes += n + "; ";
+  EXPECT_NE(notes.find("the default failed to run"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("the default kept"), std::string::npos) << notes;
+  std::filesystem::remove_all(out);
+}
+
+// Records the simulated time each M spends on its evaluator.
+struct Timed : Evaluator {
+  SyntheticEvaluator inner;
+  std::map<int, std::pair<double, double>>* spans;
+  std::mutex* mu;
+  Timed(SyntheticOptions so, std::map<int, std::pair<double, double>>* s, std::mutex* m)
+      : inner(std::move(so)), spans(s), mu(m) {}
+  std::vector<CandidateResult> evaluate(int M, Stage st, const std::vector<KernelConfig>& cs,
+                                        int replays) override {
+    const double t0 = inner.clock_s();
+    auto r = inner.evaluate(M, st, cs, replays);
+    std::lock_guard<std::mutex> lock(*mu);
+    auto [it, fresh] = spans->try_emplace(M, t0, inner.clock_s());
+    if (!fresh) it->second.second = inner.clock_s();
+    return r;
+  }
+  CheckResult check(int M, Stage st, const KernelConfig& c) override {
+    return inner.check(M, st, c);
+  }
+  double clock_s() const override { return inner.clock_s(); }
+};
+
+// Fair share with two GPUs: 4 batch sizes, a budget that cuts every stage. The first two Ms start
+// together, one on each GPU, and each gets the same share (budget x 2 GPUs / 4 Ms); counting
+// only the queue and this M gave the second left x 2 / 3 (18% longer), squeezing the last.
+TEST(Tuner, TwoGpusGiveTheFirstTwoMsTheSameShare) {
+  const auto out = temp_dir("share");
+  TuneOptions o = options(out, {64, 128, 256, 512});
+  o.budget_s = 20;
+  SyntheticOptions so;
+  so.time_s = [](int, Stage, const KernelConfig&) { return 10e-6; };
+  so.compile_s = 0.05;
+  so.overhead_s = 0.05;
+  std::map<int, std::pair<double, double>> spans;
+  std::mutex mu;
+  Timed a(so, &spans, &mu), b(so, &spans, &mu);
+  EvaluatorPool pool;
+  pool.add(a);
+  pool.add(b);
+  ProgressSink quiet;
+  run_tune(o, pool, quiet);
+  const double first = spans.at(64).second - spans.at(64).first;
+  const double second = spans.at(128).second - spans.at(128).first;
+  EXPECT_NEAR(second / first, 1.0, 0.12) << "first " << first << " s, second " << second << " s";
+  std::filesystem::remove_all(out);
+}
+
+
+// The default is twice as fast as every other config: decide() finds it first. It is kept, with no
+// verdict against itself (the same samples "compared" read "within noise": best not
+// significantly faster), and the row reads "kept default".
+TEST(Tuner, ADefaultThatIsBestIsKeptNotWithinNoise) {
+  const auto out = temp_dir("default_best");
+  const TuneOptions o = options(out, {64});
+  SyntheticOptions so = informative(o);
+  const MoeShape shape = o.shape;
+  const GpuSpec gpu = o.gpu;
+  so.time_s = [shape, gpu](int M, Stage st, const KernelConfig& c) {
+    KernelConfig d = moetune_default_config(shape, gpu, M, st == Stage::down);
+    d.BLOCK_SIZE_M = moetune_default_config(shape, gpu, M, false).BLOCK_SIZE_M;
+    return c == d ? 5e-6 : 10e-6;
+  };
+  SyntheticEvaluator ev(so);
+  ProgressSink quiet;
+  const TuneResult r = run_tune(o, ev, quiet);
+  const MResult& row = r.rows.at(0);
+  ASSERT_TRUE(row.up.winner.has_value());
+  EXPECT_EQ(*row.up.winner, row.up.default_config);
+  EXPECT_FALSE(row.up.winner_vs_default.has_value());
+  EXPECT_EQ(row.flag, "kept default");
   std::filesystem::remove_all(out);
 }
 

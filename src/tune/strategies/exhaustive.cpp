@@ -15,6 +15,7 @@
 #include <cmath>
 #include <limits>
 
+#include "moetune/stats.hpp"
 #include "tune/strategy.hpp"
 
 namespace moetune::tune {
@@ -63,9 +64,7 @@ std::vector<KernelConfig> exhaustive_refine_set(const Measured& screened,
   std::map<KernelConfig, double> med;
   for (const auto& [c, r] : screened.results) {
     if (r.status != CandidateStatus::ok || r.times_s.empty()) continue;
-    std::vector<double> t = r.times_s;
-    std::nth_element(t.begin(), t.begin() + static_cast<long>(t.size() / 2), t.end());
-    const double v = t[t.size() / 2];
+    const double v = median(r.times_s);  // as ranking() ranks (the upper one for even n was not)
     if (!std::isfinite(v)) continue;
     med[c] = v;
     best = std::min(best, v);
