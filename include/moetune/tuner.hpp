@@ -163,7 +163,8 @@ struct StageOutcome {
 };
 
 // Per-M flag: "tuned", "within noise" (best not significantly faster, default kept),
-// "kept default" (slower, failed checks, nothing measured ok), "not reached" (budget),
+// "kept default" (the default measured best, the best slower on confirmation, failed checks, or
+// the default failed so nothing could be judged), "not reached" (budget),
 // kInterruptedFlag (the stop flag came first). The last two keep the default.
 inline constexpr const char* kInterruptedFlag = "not tuned (interrupted)";
 struct MResult {
