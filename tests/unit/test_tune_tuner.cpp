@@ -402,16 +402,19 @@ TEST(Tuner, ResumeAfterAnInterruptEndsAsAnUninterruptedRun) {
   std::filesystem::remove_all(out);
 }
 
-// A SyntheticEvaluator whose answers a test may spoil.
-struct Spoiling : Evaluator {
+// A SyntheticEvaluator with a hook after each evaluate(): it sees the call, the answers (which it
+// may spoil) and the simulated clock before and after.
+struct Hooked : Evaluator {
   SyntheticEvaluator inner;
-  std::function<void(int, Stage, const std::vector<KernelConfig>&, int,
-                     std::vector<CandidateResult>&)> spoil;
-  explicit Spoiling(SyntheticOptions so) : inner(std::move(so)) {}
+  std::function<void(int M, Stage, const std::vector<KernelConfig>&, int replays,
+                     std::vector<CandidateResult>&, double t0, double t1)>
+      after;
+  explicit Hooked(SyntheticOptions so) : inner(std::move(so)) {}
   std::vector<CandidateResult> evaluate(int M, Stage st, const std::vector<KernelConfig>& cs,
                                         int replays) override {
+    const double t0 = inner.clock_s();
     auto r = inner.evaluate(M, st, cs, replays);
-    if (spoil) spoil(M, st, cs, replays, r);
+    if (after) after(M, st, cs, replays, r, t0, inner.clock_s());
     return r;
   }
   CheckResult check(int M, Stage st, const KernelConfig& c) override {
@@ -426,11 +429,11 @@ struct Spoiling : Evaluator {
 TEST(Tuner, AWinnerThatFailsItsConfirmationIsNotChosen) {
   const auto out = temp_dir("confirm_fails");
   const TuneOptions o = options(out, {64});
-  Spoiling ev(informative(o));
+  Hooked ev(informative(o));
   const KernelConfig up_default = moetune_default_config(o.shape, o.gpu, 64, false);
   std::vector<KernelConfig> spoiled;
-  ev.spoil = [&](int, Stage st, const std::vector<KernelConfig>& cs, int replays,
-                 std::vector<CandidateResult>& r) {
+  ev.after = [&](int, Stage st, const std::vector<KernelConfig>& cs, int replays,
+                 std::vector<CandidateResult>& r, double, double) {
     // The first of decide()'s confirmations: {winner, default} with max_replays.
     if (spoiled.empty() && st == Stage::up && cs.size() == 2 && cs[1] == up_default &&
         replays == o.max_replays) {
@@ -463,11 +466,11 @@ TEST(Tuner, AWinnerThatFailsItsConfirmationIsNotChosen) {
 TEST(Tuner, AnUpDefaultThatFailsInTheSearchKeepsTheDefaultsAndSaysSo) {
   const auto out = temp_dir("default_fails");
   const TuneOptions o = options(out, {64});
-  Spoiling ev(informative(o));
+  Hooked ev(informative(o));
   const KernelConfig up_default = moetune_default_config(o.shape, o.gpu, 64, false);
   int calls = 0;
-  ev.spoil = [&](int, Stage st, const std::vector<KernelConfig>& cs, int,
-                 std::vector<CandidateResult>& r) {
+  ev.after = [&](int, Stage st, const std::vector<KernelConfig>& cs, int,
+                 std::vector<CandidateResult>& r, double, double) {
     if (st != Stage::up) return;
     for (std::size_t i = 0; i < cs.size(); ++i) {
       if (cs[i] == up_default && ++calls == 2) {
@@ -494,28 +497,6 @@ TEST(Tuner, AnUpDefaultThatFailsInTheSearchKeepsTheDefaultsAndSaysSo) {
   std::filesystem::remove_all(out);
 }
 
-// Records the simulated time each M spends on its evaluator.
-struct Timed : Evaluator {
-  SyntheticEvaluator inner;
-  std::map<int, std::pair<double, double>>* spans;
-  std::mutex* mu;
-  Timed(SyntheticOptions so, std::map<int, std::pair<double, double>>* s, std::mutex* m)
-      : inner(std::move(so)), spans(s), mu(m) {}
-  std::vector<CandidateResult> evaluate(int M, Stage st, const std::vector<KernelConfig>& cs,
-                                        int replays) override {
-    const double t0 = inner.clock_s();
-    auto r = inner.evaluate(M, st, cs, replays);
-    std::lock_guard<std::mutex> lock(*mu);
-    auto [it, fresh] = spans->try_emplace(M, t0, inner.clock_s());
-    if (!fresh) it->second.second = inner.clock_s();
-    return r;
-  }
-  CheckResult check(int M, Stage st, const KernelConfig& c) override {
-    return inner.check(M, st, c);
-  }
-  double clock_s() const override { return inner.clock_s(); }
-};
-
 // Fair share with two GPUs: 4 batch sizes, a budget that cuts every stage. The first two Ms start
 // together, one on each GPU, and each gets the same share (budget x 2 GPUs / 4 Ms); counting
 // only the queue and this M gave the second left x 2 / 3 (18% longer), squeezing the last.
@@ -527,9 +508,16 @@ TEST(Tuner, TwoGpusGiveTheFirstTwoMsTheSameShare) {
   so.time_s = [](int, Stage, const KernelConfig&) { return 10e-6; };
   so.compile_s = 0.05;
   so.overhead_s = 0.05;
-  std::map<int, std::pair<double, double>> spans;
+  std::map<int, std::pair<double, double>> spans;  // M -> its first and last evaluate()'s clock
   std::mutex mu;
-  Timed a(so, &spans, &mu), b(so, &spans, &mu);
+  const auto record = [&](int M, Stage, const std::vector<KernelConfig>&, int,
+                          std::vector<CandidateResult>&, double t0, double t1) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto [it, fresh] = spans.try_emplace(M, t0, t1);
+    if (!fresh) it->second.second = t1;
+  };
+  Hooked a(so), b(so);
+  a.after = b.after = record;
   EvaluatorPool pool;
   pool.add(a);
   pool.add(b);
