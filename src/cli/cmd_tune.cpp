@@ -160,8 +160,9 @@ int run_dry(const GlobalOptions& g, tune::TuneOptions& t) {
   std::string budget;
   if (t.budget_s > 0) {
     budget = p.needed_seconds > t.budget_s
-                 ? fmt::format(" (budget {}: the whole sweep needs about {}; the batch sizes "
-                               "not reached keep the default)",
+                 ? fmt::format(" (budget {}: the whole sweep needs about {}; each batch size "
+                               "gets its share of what is left, so each is searched less, and "
+                               "one the budget does not reach keeps the default)",
                                duration_text(t.budget_s), duration_text(p.needed_seconds))
                  : fmt::format(" (budget {})", duration_text(t.budget_s));
   }

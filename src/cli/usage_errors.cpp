@@ -1,5 +1,6 @@
 // Parse errors of the moetune command as one line each (usage_errors.hpp).
 #include "cli/usage_errors.hpp"
+#include "model/edit_distance.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -43,22 +44,6 @@ std::string command_path(const std::vector<CLI::App*>& chain) {
   std::string path;
   for (const CLI::App* a : chain) path = a->get_name() + (path.empty() ? "" : " ") + path;
   return path;
-}
-
-// Edit distance with adjacent transpositions (optimal string alignment): --bacth is 1 from --batch.
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
-  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
 }
 
 // The first word left over that reads as an option (`--tpp`, `-x`, `--tpp=4` -> `--tpp`; a

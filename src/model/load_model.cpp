@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config_view.hpp"
+#include "model/edit_distance.hpp"
 #include "model/json_text.hpp"
 #include "model/presets_embedded.hpp"
 #include "moetune/error.hpp"
@@ -84,23 +85,62 @@ MoeShape load_path(const fs::path& path, const ModelOptions& opts) {
   return parse_hf_config(config, opts, config_path.string());
 }
 
-// What a --model that names nothing gets told: a path (a '/' or a .json name) that does not
-// exist is not a misspelt preset, so it gets no list; a preset name that starts one or more
-// presets names those (qwen3.5-122b -> the -a10b and -a10b-fp8 presets); else the whole list.
-std::string missing_model_text(const std::string& value) {
-  const bool path_like = value.find_first_of("/\\") != std::string::npos ||
-                         (value.size() > 5 && value.compare(value.size() - 5, 5, ".json") == 0);
-  if (path_like) return "no such file or folder";
-  std::string key = value;
-  std::transform(key.begin(), key.end(), key.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  std::vector<std::string> started;
-  for (const std::string& name : preset_names()) {
-    if (key.size() >= 3 && name.rfind(key, 0) == 0) started.push_back(name);
+// The presets a name may have meant: those it starts (qwen3-30b), those that start it
+// (deepseek-v3.1, qwen3-30b-a3b-instruct), else those within 2 edits (deepsek-v3, deepseek_v3);
+// case and '_' for '-' aside.
+std::vector<std::string> presets_near(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) {
+    return c == '_' ? '-' : static_cast<char>(std::tolower(c));
+  });
+  if (const auto exact = model::canonical_preset(name)) return {*exact};
+  std::vector<std::string> out;
+  for (const std::string& p : preset_names()) {
+    if (name.size() >= 3 && p.rfind(name, 0) == 0) out.push_back(p);
   }
-  if (!started.empty())
-    return fmt::format("no such file, folder or preset; did you mean {}?",
-                       fmt::join(started, " or "));
+  if (out.empty()) {  // the longest preset the name starts with
+    for (const std::string& p : preset_names()) {
+      if (name.size() > p.size() && name.rfind(p, 0) == 0 &&
+          (out.empty() || p.size() > out.front().size()))
+        out = {p};
+    }
+  }
+  if (out.empty() && name.size() >= 4) {
+    for (const std::string& p : preset_names()) {
+      if (edit_distance(name, p) <= 2) out.push_back(p);
+    }
+  }
+  return out;
+}
+
+// What a --model that names nothing gets told. A path (a '/' or a .json name) gets no preset
+// list: its last part may still name a preset (deepseek-ai/DeepSeek-V3 -> deepseek-v3), and an
+// "org/name" id is said not to be downloaded. A name gets the presets near it, else the list.
+std::string missing_model_text(const std::string& value) {
+  if (value.empty()) return "empty: name a config.json, a folder holding one, or a preset";
+  std::string lower = value;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const bool json_name = lower.size() > 5 && lower.compare(lower.size() - 5, 5, ".json") == 0;
+  const std::size_t slash = value.find_first_of("/\\");
+  if (slash != std::string::npos || json_name) {
+    std::string text = "no such file or folder";
+    const bool hub_id = slash != std::string::npos && slash > 0 && slash + 1 < value.size() &&
+                        value[0] != '.' &&
+                        value.find_first_of("/\\", slash + 1) == std::string::npos && !json_name;
+    if (hub_id)
+      text += " (Hugging Face ids are not downloaded: give the folder holding its config.json)";
+    std::string last = value;  // the last part of the path, without trailing separators
+    while (!last.empty() && (last.back() == '/' || last.back() == '\\')) last.pop_back();
+    const std::size_t cut = last.find_last_of("/\\");
+    if (cut != std::string::npos) last = last.substr(cut + 1);
+    const std::vector<std::string> near = json_name ? std::vector<std::string>{} : presets_near(last);
+    if (!near.empty())
+      text += fmt::format("; a preset{}: {}", near.size() == 1 ? "" : "s", fmt::join(near, " or "));
+    return text;
+  }
+  const std::vector<std::string> near = presets_near(value);
+  if (!near.empty())
+    return fmt::format("no such file, folder or preset; did you mean {}?", fmt::join(near, " or "));
   return fmt::format("no such file, folder or preset; presets: {}", fmt::join(preset_names(), ", "));
 }
 

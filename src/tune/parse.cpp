@@ -176,7 +176,7 @@ std::vector<int> serving_batch_sizes(std::string_view text) {
     }
   }
   if (!lo) throw InputError("serving", value, "missing concurrency=lo..hi");
-  const long tokens_per_step = 1 + spec.value_or(0);
+  const long tokens_per_step = 1L + spec.value_or(0);  // long: spec may be INT_MAX
   std::vector<long> concurrencies{*lo};
   for (long c = 1; c < *hi; c *= 2) {
     if (c > *lo) concurrencies.push_back(c);
@@ -184,8 +184,14 @@ std::vector<int> serving_batch_sizes(std::string_view text) {
   concurrencies.push_back(*hi);
   std::vector<int> out;
   for (long c : concurrencies) {
-    const long M = c * tokens_per_step;
-    if (M > (1L << 30)) throw InputError("serving", value, "batch sizes beyond 2^30 tokens");
+    const long M = c * tokens_per_step;  // both below 2^31: no overflow in 64 bits
+    if (M > kMaxBatch) {
+      throw InputError("serving", value,
+                       fmt::format("concurrency {} x {} tokens per step = {} tokens: above {} (the "
+                                   "kernels' token-slot ids are int32: M * topk must stay below "
+                                   "2^31), as --batch",
+                                   c, tokens_per_step, M, kMaxBatch));
+    }
     out.push_back(static_cast<int>(M));
   }
   std::sort(out.begin(), out.end());

@@ -147,11 +147,14 @@ TunePlan plan(const TuneOptions& opts) {
     }
     row.estimated_s =
         estimate_stage_s(row.up, opts, &compiled) + estimate_stage_s(row.down, opts, &compiled);
-    p.estimated_seconds += row.estimated_s;
     p.rows.push_back(std::move(row));
   }
-  // Batch sizes run in parallel on the GPUs.
-  p.estimated_seconds /= std::max(1, std::min<int>(opts.gpus, int(p.batch.size())));
+  // Batch sizes run in parallel on the GPUs, each taken in order by the first GPU free (as the
+  // tuner's workers take them from its queue): the sweep ends with the busiest GPU, never before
+  // its longest batch size.
+  std::vector<double> busy(static_cast<std::size_t>(std::max(1, opts.gpus)), 0.0);
+  for (const PlanRow& r : p.rows) *std::min_element(busy.begin(), busy.end()) += r.estimated_s;
+  p.estimated_seconds = *std::max_element(busy.begin(), busy.end());
   p.needed_seconds = p.estimated_seconds;
   if (opts.budget_s > 0) p.estimated_seconds = std::min(p.estimated_seconds, opts.budget_s);
   return p;

@@ -128,14 +128,29 @@ TEST_F(LoadModel, MissingModelSaysWhatItLooksLike) {
   EXPECT_TRUE(contains(path.what(), "no such file or folder")) << path.what();
   EXPECT_FALSE(contains(path.what(), "presets")) << path.what();
   EXPECT_FALSE(contains(input_error([&] { load_model("my_model.json", {}); }).what(), "presets"));
+  EXPECT_FALSE(contains(input_error([&] { load_model("MY_MODEL.JSON", {}); }).what(), "presets"));
 
   const InputError start = input_error([&] { load_model("Qwen3.5-122b", {}); });
   EXPECT_TRUE(contains(start.what(),
                        "did you mean qwen3.5-122b-a10b or qwen3.5-122b-a10b-fp8?"))
       << start.what();
 
-  const InputError other = input_error([&] { load_model("deepsek-v3", {}); });
+  // Near misses: a preset the name starts with, two edits, '_' for '-'.
+  for (const char* typed : {"deepseek-v3.1", "deepseek-v3-0324", "deepsek-v3", "DeepSeek_V3"}) {
+    const InputError near = input_error([&] { load_model(typed, {}); });
+    EXPECT_TRUE(contains(near.what(), "did you mean deepseek-v3?")) << typed << ": " << near.what();
+  }
+  const InputError other = input_error([&] { load_model("zzz", {}); });
   EXPECT_TRUE(contains(other.what(), "presets: dbrx-instruct, deepseek-r1")) << other.what();
+
+  // An org/name id: not downloaded, and the preset its name is.
+  const InputError hub = input_error([&] { load_model("deepseek-ai/DeepSeek-V3", {}); });
+  EXPECT_TRUE(contains(hub.what(), "Hugging Face ids are not downloaded")) << hub.what();
+  EXPECT_TRUE(contains(hub.what(), "a preset: deepseek-v3")) << hub.what();
+  const InputError slash = input_error([&] { load_model("qwen3-30b-a3b/", {}); });
+  EXPECT_FALSE(contains(slash.what(), "Hugging Face")) << slash.what();
+  EXPECT_TRUE(contains(slash.what(), "a preset: qwen3-30b-a3b")) << slash.what();
+  EXPECT_TRUE(contains(input_error([&] { load_model("", {}); }).what(), "empty"));
 }
 
 // nlohmann keeps the last of two equal keys; a config.json with hidden_size twice is refused,

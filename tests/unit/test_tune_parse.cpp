@@ -75,5 +75,14 @@ TEST(ServingBatchSizes, JunkNamesTheField) {
   EXPECT_EQ(field_of([] { serving_batch_sizes("1..64"); }), "serving");
 }
 
+// The batch sizes --serving makes stay under --batch's cap (kMaxBatch), also where 1 + spec
+// would overflow an int (it read "batch=-2147483648").
+TEST(ServingBatchSizes, CappedAsBatchWithoutOverflow) {
+  EXPECT_EQ(field_of([] { serving_batch_sizes("concurrency=1..8,spec=2147483647"); }), "serving");
+  EXPECT_EQ(field_of([] { serving_batch_sizes("concurrency=1..99999999"); }), "serving");
+  EXPECT_EQ(field_of([] { serving_batch_sizes("concurrency=4096,spec=4096"); }), "serving");
+  EXPECT_EQ(serving_batch_sizes("concurrency=4096,spec=4095"), (std::vector<int>{kMaxBatch}));
+}
+
 }  // namespace
 }  // namespace moetune::tune

@@ -299,6 +299,29 @@ TEST(Plan, EachKernelCompilesOncePerSweep) {
   EXPECT_DOUBLE_EQ(estimate_stage_s(p, o), first);  // no set: every config compiles
 }
 
+// On several GPUs the batch sizes are taken in order by the first GPU free: the estimate is the
+// busiest GPU's sum, never below the longest batch size (it divided the total by the GPU count:
+// 33 s for rows of 26 and 39 s on two GPUs).
+TEST(Plan, SeveralGpusEndWithTheBusiestOne) {
+  TuneOptions o = options(qwen_tp4(true), "H200", {1, 4096});
+  o.gpus = 2;
+  const TunePlan two = plan(o);
+  ASSERT_EQ(two.rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(two.estimated_seconds,
+                   std::max(two.rows[0].estimated_s, two.rows[1].estimated_s));
+  o.batch = {1, 64, 4096};
+  const TunePlan three = plan(o);  // GPU 0: M=1 then M=4096; GPU 1: M=64
+  EXPECT_DOUBLE_EQ(three.estimated_seconds,
+                   std::max(three.rows[0].estimated_s + three.rows[2].estimated_s,
+                            three.rows[1].estimated_s));
+  o.batch = {};
+  o.gpus = 18;
+  const TunePlan wide = plan(o);
+  double longest = 0;
+  for (const PlanRow& r : wide.rows) longest = std::max(longest, r.estimated_s);
+  EXPECT_DOUBLE_EQ(wide.estimated_seconds, longest);
+}
+
 // Calibration guard: the default sweep of the default model on one H200 from a cold cache
 // measured 254.6 s before the neighbourhood step existed (bench/results/2026-11-30_h200_tune_sweep.md)
 // and 260.5 s with it and the halving fixed (2026-11-30_h200_fifth_session.md; 146.8 s on two
