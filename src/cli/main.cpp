@@ -92,7 +92,12 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   std::set_terminate(on_terminate);
   try {
-    return run(argc, argv);
+    const int code = run(argc, argv);
+    // What a command printed must have reached stdout (a full disk, a closed pipe's reader
+    // gone): else the run failed, however it ended.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+      return fail(moetune::kExitInternal, "cannot write to standard output");
+    return code;
   } catch (const moetune::InputError& e) {
     return fail(moetune::kExitBadInput, input_error_text(e));
   } catch (const moetune::GpuUnavailable& e) {

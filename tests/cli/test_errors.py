@@ -1,9 +1,9 @@
 """Bad input: exit 2 and one stderr line naming the value; never a crash or a traceback."""
+import os
+import subprocess
 import unittest
 
-import os
-
-from moetune_cli import EXIT_BAD_INPUT, EXIT_OK, CliTestCase, run
+from moetune_cli import BIN, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_OK, CliTestCase, run
 
 TABLE_18 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "cases",
                         "config_table_18.json")
@@ -177,6 +177,22 @@ class BadInput(CliTestCase):
                 with self.subTest(args=args):
                     self.assertOneErrorLine(run(*args), EXIT_BAD_INPUT, *words)
             self.assertEqual(os.listdir(d), ["afile"])  # nothing written
+
+
+class LostOutput(CliTestCase):
+    """Output that cannot be written (a full disk) fails the run: exit 1 and one line, not 0."""
+
+    @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
+    def test_a_full_stdout_is_an_error(self):
+        if not BIN:
+            raise unittest.SkipTest("MOETUNE_BIN is not set")
+        for args in (["shapes"], ["tune", "--dry-run", "--batch", "1"], ["shapes", "--json"]):
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([BIN, *args, "--gpu", "H200"], stdout=full,
+                                   stderr=subprocess.PIPE, text=True, timeout=120)
+            self.assertEqual(p.returncode, EXIT_INTERNAL, (args, p.stderr))
+            errors = [l for l in p.stderr.splitlines() if l.startswith("moetune: error:")]
+            self.assertEqual(len(errors), 1, p.stderr)
 
 
 if __name__ == "__main__":
