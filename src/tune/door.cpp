@@ -64,6 +64,7 @@ std::vector<CandidateResult> MeasureDoor::measure(int M, Stage stage,
   }
   std::vector<CandidateResult> results;
   results.reserve(cs.size());
+  served_[{M, static_cast<int>(stage)}] += static_cast<long>(out.size());
   for (auto& r : out) {
     results.push_back(std::move(*r));
     ++done_;
@@ -103,6 +104,25 @@ bool MeasureDoor::out_of_time() const { return ev_.clock_s() >= budget_.deadline
 bool MeasureDoor::stage_out_of_time() const {
   const double now = ev_.clock_s();
   return now >= budget_.deadline_s || now >= budget_.stage_deadline_s;
+}
+
+bool MeasureDoor::budget_stops(int M, Stage stage, bool sweep_only) {
+  const long served = served_[{M, static_cast<int>(stage)}];
+  if (resume_) {
+    if (const std::optional<long> after = resume_->stopped_after(M, stage); after && served >= *after)
+      return true;  // the recorded run's budget stopped it here
+    if (served < resume_->recorded(M, stage)) return false;  // still replaying: it went on
+  }
+  const bool stops = sweep_only ? out_of_time() : stage_out_of_time();
+  if (stops && log_) {
+    LogRecord rec;
+    rec.kind = "stop";
+    rec.M = M;
+    rec.stage = stage;
+    rec.after = served;
+    log_->write(rec);
+  }
+  return stops;
 }
 
 std::vector<KernelConfig> Measured::ranking() const {

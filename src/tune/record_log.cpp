@@ -103,6 +103,11 @@ nlohmann::json to_json(const LogRecord& r, const GpuSpec* gpu, const MoeShape* s
     j["rel_error"] = r.rel_error;
     return j;
   }
+  if (r.kind == "stop") {
+    j["after"] = r.after;
+    j["time"] = utc_now();
+    return j;
+  }
   j["mode"] = "cold";
   j["R"] = r.times_s.size();
   j["n"] = r.times_s.size();
@@ -131,7 +136,7 @@ LogRecord record_from_json(const nlohmann::json& j, const std::string& where) {
   try {
     LogRecord r;
     r.kind = j.at("type").get<std::string>();
-    if (r.kind != "measure" && r.kind != "check") {
+    if (r.kind != "measure" && r.kind != "check" && r.kind != "stop") {
       throw InputError("resume", where, "unknown record type \"" + r.kind + "\"");
     }
     r.M = j.at("M").get<int>();
@@ -143,6 +148,9 @@ LogRecord record_from_json(const nlohmann::json& j, const std::string& where) {
     r.reason = j.value("reason", "");
     if (r.kind == "check") {
       r.rel_error = j.value("rel_error", 0.0);
+    } else if (r.kind == "stop") {
+      r.after = j.at("after").get<long>();
+      if (r.after < 0) throw InputError("resume", where, "a stop record's after is negative");
     } else {
       for (double t_us : j.value("times_us", std::vector<double>{}))
         r.times_s.push_back(t_us * 1e-6);
@@ -233,6 +241,11 @@ ResumeCache::ResumeCache(const RecordLog& log) {
       checks_[key] = CheckResult{r.status == CandidateStatus::ok, r.rel_error, r.reason};
       continue;
     }
+    if (r.kind == "stop") {
+      stopped_after_.try_emplace({r.M, static_cast<int>(r.stage)}, r.after);  // the first stop
+      continue;
+    }
+    ++recorded_[{r.M, static_cast<int>(r.stage)}];
     CandidateResult c;
     c.config = r.config;
     c.status = r.status;
@@ -255,6 +268,17 @@ std::optional<CandidateResult> ResumeCache::take(int M, Stage stage, const Kerne
     return q.results.back();
   }
   return std::nullopt;
+}
+
+long ResumeCache::recorded(int M, Stage stage) const {
+  auto it = recorded_.find({M, static_cast<int>(stage)});
+  return it == recorded_.end() ? 0 : it->second;
+}
+
+std::optional<long> ResumeCache::stopped_after(int M, Stage stage) const {
+  auto it = stopped_after_.find({M, static_cast<int>(stage)});
+  if (it == stopped_after_.end()) return std::nullopt;
+  return it->second;
 }
 
 std::optional<CheckResult> ResumeCache::check(int M, Stage stage, const KernelConfig& c) const {

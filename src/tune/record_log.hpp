@@ -21,7 +21,8 @@ namespace moetune::tune {
 inline constexpr int kLogSchemaVersion = 1;
 
 // One line after the header. kind "measure": a candidate's result with `times_s` (one entry per
-// replay); kind "check": an accuracy check (status ok or wrong_result, rel_error).
+// replay); kind "check": an accuracy check (status ok or wrong_result, rel_error); kind "stop":
+// the budget stopped (M, stage) after `after` results (so that --resume stops there too).
 struct LogRecord {
   std::string kind = "measure";
   int M = 0;
@@ -32,6 +33,7 @@ struct LogRecord {
   std::vector<double> times_s;
   double compile_s = 0;
   double rel_error = 0;
+  long after = 0;  // kind "stop": results of (M, stage) served before the stop
 };
 
 // The header of a log for these options: {"type": "header", "schema_version", "moetune_version",
@@ -88,10 +90,15 @@ class ResumeCache {
   // The next recorded result of (M, stage, config) when one exists; failures are sticky.
   std::optional<CandidateResult> take(int M, Stage stage, const KernelConfig& c);
   std::optional<CheckResult> check(int M, Stage stage, const KernelConfig& c) const;
+  // Results the log holds for (M, stage), and where the budget stopped it (none: not stopped).
+  long recorded(int M, Stage stage) const;
+  std::optional<long> stopped_after(int M, Stage stage) const;
   std::size_t size() const { return total_; }
 
  private:
   using Key = std::tuple<int, int, KernelConfig>;
+  std::map<std::pair<int, int>, long> recorded_;      // (M, stage) -> measure records
+  std::map<std::pair<int, int>, long> stopped_after_;  // (M, stage) -> its stop record's `after`
   struct Queue {
     std::vector<CandidateResult> results;
     std::size_t next = 0;

@@ -60,6 +60,12 @@ class MeasureDoor {
   CheckResult check(int M, Stage stage, const KernelConfig& c);
   bool out_of_time() const;        // the sweep's deadline has passed
   bool stage_out_of_time() const;  // this stage's share has passed (or the sweep's)
+  // A strategy's check before its next chunk of (M, stage): whether the budget stops it here,
+  // the sweep's deadline only (sweep_only) or this stage's share too. A resumed log decides
+  // while it is replayed: it stops where the recorded run's budget stopped it (its "stop"
+  // record), never before its records run out; a new stop is logged. Replayed records cost no
+  // time, so the clock alone would let a resumed run search further than the first did.
+  bool budget_stops(int M, Stage stage, bool sweep_only);
   double now_s() const { return ev_.clock_s(); }
   Budget& budget() { return budget_; }
   long measurements() const { return measurements_; }
@@ -78,6 +84,7 @@ class MeasureDoor {
   const std::atomic<bool>* stop_;
   long measurements_ = 0, resumed_ = 0;
   int planned_ = 0, done_ = 0;
+  std::map<std::pair<int, int>, long> served_;  // (M, stage) -> results returned so far
 };
 
 // One stage at one M: ranked candidates (the default among them) and the knobs.

@@ -181,6 +181,36 @@ TEST(RecordLog, CommittedForeignLogIsRefusedByShape) {
   EXPECT_EQ(same.records().size(), 40u);
 }
 
+// A budget stop is a record of its own: read back, the resume cache knows where (M, stage)
+// stopped and how many results the log holds for it.
+TEST(RecordLog, StopRecordsRoundTripIntoTheResumeCache) {
+  LogRecord m;
+  m.M = 64;
+  m.times_s = {1e-5, 1.1e-5};
+  LogRecord stop;
+  stop.kind = "stop";
+  stop.M = 64;
+  stop.stage = Stage::down;
+  stop.after = 16;
+  const nlohmann::json j = to_json(stop);
+  EXPECT_EQ(j.at("type"), "stop");
+  EXPECT_EQ(j.at("after"), 16);
+  const LogRecord back = record_from_json(j, "x");
+  EXPECT_EQ(back.kind, "stop");
+  EXPECT_EQ(back.after, 16);
+  EXPECT_EQ(back.stage, Stage::down);
+  const RecordLog log = RecordLog::from_lines(
+      {R"({"type":"header"})", to_json(m).dump(), to_json(m).dump(), j.dump()}, "x");
+  const ResumeCache cache(log);
+  EXPECT_EQ(cache.recorded(64, Stage::up), 2);
+  EXPECT_EQ(cache.recorded(64, Stage::down), 0);
+  EXPECT_FALSE(cache.stopped_after(64, Stage::up).has_value());
+  EXPECT_EQ(cache.stopped_after(64, Stage::down), 16);
+  nlohmann::json bad = j;
+  bad["after"] = -1;
+  EXPECT_EQ(field_of([&] { record_from_json(bad, "x"); }), "resume");
+}
+
 TEST(RecordLog, MalformedLinesNameTheLog) {
   EXPECT_EQ(field_of([] { RecordLog::from_lines({"{\"type\": \"measure\"}"}, "x"); }), "resume");
   EXPECT_EQ(

@@ -530,6 +530,49 @@ TEST(Tuner, TwoGpusGiveTheFirstTwoMsTheSameShare) {
 }
 
 
+// --resume under --budget: M=64 finished in the interrupted run, its stages cut by their budget
+// share. Replayed records cost no clock, so the resumed run once went on measuring M=64 where the
+// first run had stopped; the log's stop records now stop it at the same points: no evaluator call
+// for M=64 and the same verdict.
+TEST(Tuner, ResumeUnderABudgetReplaysAFinishedMWithoutTheEvaluator) {
+  const auto out = temp_dir("resume_budget");
+  TuneOptions o = options(out, {64, 128});
+  o.budget_s = 60;  // 1 s per compile: up at M=64 gets 15 s, about two chunks
+  std::atomic<bool> stop{false};
+  o.stop = &stop;
+  KernelConfig first_up, first_down;
+  std::string first_flag;
+  int first_up_measured = 0;
+  {
+    SyntheticEvaluator ev(informative(o));
+    StopAfterFirstM progress(&stop);
+    const TuneResult r = run_tune(o, ev, progress);
+    ASSERT_TRUE(r.interrupted);
+    first_up = r.up.at(64), first_down = r.down.at(64), first_flag = r.rows.at(0).flag;
+    first_up_measured = r.rows.at(0).up.measured;
+    long stops = 0;
+    for (const LogRecord& rec : RecordLog::read(r.log_path).records()) stops += rec.kind == "stop";
+    EXPECT_GE(stops, 1);  // the budget did cut M=64
+  }
+  stop = false;
+  o.resume = true;
+  Hooked ev(informative(o));
+  long m64_calls = 0;
+  ev.after = [&](int M, Stage, const std::vector<KernelConfig>& cs, int,
+                 std::vector<CandidateResult>&, double, double) {
+    if (M == 64) m64_calls += static_cast<long>(cs.size());
+  };
+  ProgressSink quiet;
+  const TuneResult r = run_tune(o, ev, quiet);
+  EXPECT_EQ(m64_calls, 0) << "M=64 measured again: up measured " << first_up_measured << " -> "
+                          << r.rows.at(0).up.measured;
+  EXPECT_EQ(r.rows.at(0).up.measured, first_up_measured);
+  EXPECT_EQ(r.rows.at(0).flag, first_flag);
+  EXPECT_EQ(r.up.at(64), first_up);
+  EXPECT_EQ(r.down.at(64), first_down);
+  std::filesystem::remove_all(out);
+}
+
 // The default is twice as fast as every other config: decide() finds it first. It is kept, with no
 // verdict against itself (the same samples "compared" read "within noise": best not
 // significantly faster), and the row reads "kept default".

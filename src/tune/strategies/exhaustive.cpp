@@ -33,7 +33,7 @@ namespace {
 bool measure_all(const StageSearch& s, MeasureDoor& door, const std::vector<KernelConfig>& configs,
                  int replays, Measured& m) {
   for (std::size_t i = 0; i < configs.size(); i += kChunk) {
-    if (door.out_of_time()) return false;
+    if (door.budget_stops(s.M, s.stage, true)) return false;
     const std::vector<KernelConfig> chunk(
         configs.begin() + static_cast<long>(i),
         configs.begin() + static_cast<long>(std::min(configs.size(), i + kChunk)));

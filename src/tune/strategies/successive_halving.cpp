@@ -41,7 +41,7 @@ bool measure_round(const StageSearch& s, MeasureDoor& door, const std::vector<Ke
     // The first chunk of the first round always runs unless the sweep itself is out of time:
     // it holds the default, without which no M can be judged.
     const bool must = m.rounds == 0 && i == 0;
-    if (must ? door.out_of_time() : door.stage_out_of_time()) return false;
+    if (door.budget_stops(s.M, s.stage, must)) return false;
     const std::vector<KernelConfig> chunk(
         alive.begin() + static_cast<long>(i),
         alive.begin() + static_cast<long>(std::min(alive.size(), i + kChunk)));
