@@ -551,7 +551,8 @@ TEST(Tuner, ResumeUnderABudgetReplaysAFinishedMWithoutTheEvaluator) {
     first_up = r.up.at(64), first_down = r.down.at(64), first_flag = r.rows.at(0).flag;
     first_up_measured = r.rows.at(0).up.measured;
     long stops = 0;
-    for (const LogRecord& rec : RecordLog::read(r.log_path).records()) stops += rec.kind == "stop";
+    const RecordLog log = RecordLog::read(r.log_path);  // kept: the loop reads its records
+    for (const LogRecord& rec : log.records()) stops += rec.kind == "stop";
     EXPECT_GE(stops, 1);  // the budget did cut M=64
   }
   stop = false;
@@ -570,6 +571,25 @@ TEST(Tuner, ResumeUnderABudgetReplaysAFinishedMWithoutTheEvaluator) {
   EXPECT_EQ(r.rows.at(0).flag, first_flag);
   EXPECT_EQ(r.up.at(64), first_up);
   EXPECT_EQ(r.down.at(64), first_down);
+  std::filesystem::remove_all(out);
+}
+
+// --exhaustive under --budget shares the budget between batch sizes as the halving does: the
+// first M no longer times configs until the sweep's deadline, leaving the next unreached.
+TEST(Tuner, ExhaustiveUnderABudgetReachesEveryBatchSize) {
+  const auto out = temp_dir("exhaustive_budget");
+  TuneOptions o = options(out, {64, 128});
+  o.exhaustive = true;
+  o.budget_s = 120;  // 1 s per compile: thousands of configs do not fit, both Ms get a share
+  SyntheticEvaluator ev(informative(o));
+  ProgressSink quiet;
+  const TuneResult r = run_tune(o, ev, quiet);
+  ASSERT_EQ(r.rows.size(), 2u);
+  for (const MResult& row : r.rows) {
+    EXPECT_TRUE(row.reached) << row.M << " " << row.flag;
+    EXPECT_GT(row.up.measured, 0) << row.M;
+    EXPECT_GT(row.down.measured, 0) << row.M;
+  }
   std::filesystem::remove_all(out);
 }
 
