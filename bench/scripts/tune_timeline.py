@@ -36,7 +36,8 @@ def main(paths):
             d["compile_s"] += r.get("compile_s") or 0.0
             d["replays"][r.get("n", 0)] += 1
         print(path)
-        print(f"{'M':>6} {'first_s':>8} {'last_s':>7} {'span_s':>6} {'meas':>5} {'compile_s':>9}  by replays")
+        print(f"{'M':>6} {'first_s':>8} {'last_s':>7} {'span_s':>6} {'meas':>5} "
+              f"{'compile_s':>9}  by replays")
         for m, d in per_m.items():
             rounds = " ".join(f"{k}:{v}" for k, v in sorted(d["replays"].items()))
             print(f"{m:>6} {d['first']:>8.0f} {d['last']:>7.0f} {d['last'] - d['first']:>6.0f} "

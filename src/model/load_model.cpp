@@ -133,7 +133,8 @@ std::string missing_model_text(const std::string& value) {
     while (!last.empty() && (last.back() == '/' || last.back() == '\\')) last.pop_back();
     const std::size_t cut = last.find_last_of("/\\");
     if (cut != std::string::npos) last = last.substr(cut + 1);
-    const std::vector<std::string> near = json_name ? std::vector<std::string>{} : presets_near(last);
+    const std::vector<std::string> near =
+        json_name ? std::vector<std::string>{} : presets_near(last);
     if (!near.empty())
       text += fmt::format("; a preset{}: {}", near.size() == 1 ? "" : "s", fmt::join(near, " or "));
     return text;
@@ -141,7 +142,8 @@ std::string missing_model_text(const std::string& value) {
   const std::vector<std::string> near = presets_near(value);
   if (!near.empty())
     return fmt::format("no such file, folder or preset; did you mean {}?", fmt::join(near, " or "));
-  return fmt::format("no such file, folder or preset; presets: {}", fmt::join(preset_names(), ", "));
+  return fmt::format("no such file, folder or preset; presets: {}",
+                     fmt::join(preset_names(), ", "));
 }
 
 }  // namespace

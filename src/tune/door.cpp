@@ -109,8 +109,8 @@ bool MeasureDoor::stage_out_of_time() const {
 bool MeasureDoor::budget_stops(int M, Stage stage, bool sweep_only) {
   const long served = served_[{M, static_cast<int>(stage)}];
   if (resume_) {
-    if (const std::optional<long> after = resume_->stopped_after(M, stage); after && served >= *after)
-      return true;  // the recorded run's budget stopped it here
+    const std::optional<long> after = resume_->stopped_after(M, stage);
+    if (after && served >= *after) return true;  // the recorded run's budget stopped it here
     if (served < resume_->recorded(M, stage)) return false;  // still replaying: it went on
   }
   const bool stops = sweep_only ? out_of_time() : stage_out_of_time();

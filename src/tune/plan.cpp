@@ -105,7 +105,8 @@ std::vector<HalvingRound> halving_rounds(const TuneOptions& o, std::size_t n) {
     rounds.push_back({static_cast<long>(alive), replays});
     alive = std::max(2.0, std::ceil(alive * o.halving_keep));
   }
-  if (rounds.empty() && n > 0) rounds.push_back({static_cast<long>(n), std::max(2, o.first_replays)});
+  if (rounds.empty() && n > 0)
+    rounds.push_back({static_cast<long>(n), std::max(2, o.first_replays)});
   return rounds;
 }
 
@@ -117,7 +118,8 @@ int neighbourhood_guess(const TuneOptions& o) {
 
 long expected_evaluations(const TuneOptions& o, std::size_t n) {
   if (n == 0) return 0;
-  if (o.exhaustive) return static_cast<long>(n) + 1 + static_cast<long>(std::ceil(0.05 * double(n)));
+  if (o.exhaustive)
+    return static_cast<long>(n) + 1 + static_cast<long>(std::ceil(0.05 * double(n)));
   const std::vector<HalvingRound> rounds = halving_rounds(o, n);
   long total = static_cast<long>(rounds.size()) - 1;  // the default rejoining each later round
   for (const HalvingRound& r : rounds) total += r.configs;

@@ -176,7 +176,8 @@ TEST(SuccessiveHalving, EachRoundKeepsAShareOfThatRoundOnly) {
   MeasureDoor door(ev, nullptr, nullptr, nullptr, Budget{});
   TuneOptions o = f.o;
   o.neighbourhood_rounds = 0;  // the halving alone
-  const Measured m = successive_halving({4096, Stage::up, p.candidates, p.default_config, &o}, door);
+  const Measured m =
+      successive_halving({4096, Stage::up, p.candidates, p.default_config, &o}, door);
   EXPECT_EQ(m.rounds, 4);  // 8, 16, 32, 64 replays: nothing separates on a flat surface
   // N*8 + (N/3+1)*16 + (N/9+2)*32 + (N/27+3)*64 with ceilings: about 2.5 N*8.
   EXPECT_LT(ev.replays_measured(), 3 * n * o.first_replays) << "N=" << n;

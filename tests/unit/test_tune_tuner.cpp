@@ -454,7 +454,8 @@ TEST(Tuner, AWinnerThatFailsItsConfirmationIsNotChosen) {
   EXPECT_EQ(row.up.failures.at("timeout"), 1);
   std::string notes;
   for (const auto& n : row.up.notes) notes += n + "; ";
-  EXPECT_NE(notes.find(config_name(spoiled[0]) + " failed its confirmation (timeout: worker timed out); next taken"),
+  EXPECT_NE(notes.find(config_name(spoiled[0]) +
+                       " failed its confirmation (timeout: worker timed out); next taken"),
             std::string::npos)
       << notes;
   std::filesystem::remove_all(out);

@@ -2,10 +2,11 @@
 //
 // Round 1 measures every candidate (the default first) with first_replays replays; each next
 // round keeps the best share of that round's configs by median (never fewer than two, always
-// the default, so the trust rule compares like with like) and measures it again with twice the replays, accumulating
-// times. It stops when the best's 95% CI of the ratio to the runner-up excludes 1 (compare()),
-// when the replays pass max_replays, or when the budget (the sweep's, or this stage's share)
-// runs out -- between chunks of kChunk configs, so a budget stop keeps all that was measured.
+// the default, so the trust rule compares like with like) and measures it again with twice the
+// replays, accumulating times. It stops when the best's 95% CI of the ratio to the runner-up
+// excludes 1 (compare()), when the replays pass max_replays, or when the budget (the sweep's,
+// or this stage's share) runs out -- between chunks of kChunk configs, so a budget stop keeps
+// all that was measured.
 // Then the neighbourhood of the best (time_neighbourhood): what the model could not rank.
 #include <algorithm>
 #include <cmath>
@@ -58,8 +59,8 @@ bool measure_round(const StageSearch& s, MeasureDoor& door, const std::vector<Ke
 // one round; the fastest neighbour of the round takes the lead only when compare() says it is
 // faster than the leader on this round's samples (equal replays, same minutes: a neighbour's
 // few samples against the finalists' many would move the lead on noise alone) and again on a
-// fresh pair of the two. Again from a new
-// leader, at most opts.neighbourhood_rounds rounds. The leader stays first in m.ranking().
+// fresh pair of the two. Again from a new leader, at most opts.neighbourhood_rounds rounds.
+// The leader stays first in m.ranking().
 void time_neighbourhood(const StageSearch& s, MeasureDoor& door, Measured& m) {
   const TuneOptions& o = *s.opts;
   const std::vector<KernelConfig> ranked = m.ranking();
