@@ -8,6 +8,7 @@ Usage: bench/scripts/tune_timeline.py RUN.tune.jsonl[.gz] ...
 import collections
 import gzip
 import json
+import signal
 import sys
 from datetime import datetime
 
@@ -45,6 +46,7 @@ def main(paths):
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends it quietly
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     main(sys.argv[1:])
