@@ -93,8 +93,9 @@ int main(int argc, char** argv) {
   std::set_terminate(on_terminate);
   try {
     const int code = run(argc, argv);
-    // What a command printed must have reached stdout (a full disk, a closed pipe's reader
-    // gone): else the run failed, however it ended.
+    // What a command printed must have reached stdout (a full disk): else the run failed,
+    // however it ended. (A closed pipe ends the process with SIGPIPE at the write, as for any
+    // command-line tool.)
     if (std::fflush(stdout) != 0 || std::ferror(stdout))
       return fail(moetune::kExitInternal, "cannot write to standard output");
     return code;

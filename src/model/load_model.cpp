@@ -136,7 +136,8 @@ std::string missing_model_text(const std::string& value) {
     const std::vector<std::string> near =
         json_name ? std::vector<std::string>{} : presets_near(last);
     if (!near.empty())
-      text += fmt::format("; a preset{}: {}", near.size() == 1 ? "" : "s", fmt::join(near, " or "));
+      text += fmt::format("; {}: {}", near.size() == 1 ? "a preset" : "presets",
+                          fmt::join(near, " or "));
     return text;
   }
   const std::vector<std::string> near = presets_near(value);

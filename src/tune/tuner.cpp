@@ -191,7 +191,8 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
     budget.stage_deadline_s = ev.clock_s() + share_s / 2;
   }
   MeasureDoor door(ev, sh.log, sh.resume, sh.progress, budget, o.stop);
-  if (door.out_of_time()) {
+  // The sweep's deadline passed before this M began (a stop record, so --resume agrees).
+  if (door.budget_stops(M, Stage::up, /*sweep_only=*/true)) {
     sh.budget_exhausted = true;
     return row;  // not reached
   }

@@ -147,6 +147,8 @@ TEST_F(LoadModel, MissingModelSaysWhatItLooksLike) {
   const InputError hub = input_error([&] { load_model("deepseek-ai/DeepSeek-V3", {}); });
   EXPECT_TRUE(contains(hub.what(), "Hugging Face ids are not downloaded")) << hub.what();
   EXPECT_TRUE(contains(hub.what(), "a preset: deepseek-v3")) << hub.what();
+  EXPECT_TRUE(contains(input_error([&] { load_model("Qwen/Qwen3-30B", {}); }).what(),
+                       "; presets: qwen3-30b-a3b or qwen3-30b-a3b-fp8"));
   const InputError slash = input_error([&] { load_model("qwen3-30b-a3b/", {}); });
   EXPECT_FALSE(contains(slash.what(), "Hugging Face")) << slash.what();
   EXPECT_TRUE(contains(slash.what(), "a preset: qwen3-30b-a3b")) << slash.what();

@@ -575,6 +575,32 @@ TEST(Tuner, ResumeUnderABudgetReplaysAFinishedMWithoutTheEvaluator) {
   std::filesystem::remove_all(out);
 }
 
+// Resuming a finished --budget run repeats it also where the budget reached no batch size: the
+// "not reached" M has a stop record (after 0), so the resumed run, whose clock starts afresh,
+// does not tune it (it did: 20 evaluations, flag "tuned").
+TEST(Tuner, ResumeOfAFinishedBudgetRunRepeatsItsNotReachedMs) {
+  const auto out = temp_dir("resume_unreached");
+  TuneOptions o = options(out, {64, 128, 256, 512});
+  o.budget_s = 12;
+  std::vector<std::string> first;
+  {
+    SyntheticEvaluator ev(informative(o));
+    ProgressSink quiet;
+    const TuneResult r = run_tune(o, ev, quiet);
+    ASSERT_TRUE(r.budget_exhausted);
+    for (const MResult& row : r.rows) first.push_back(row.flag);
+    ASSERT_EQ(first.at(1), "not reached");
+  }
+  o.resume = true;
+  SyntheticEvaluator ev(informative(o));
+  ProgressSink quiet;
+  const TuneResult r = run_tune(o, ev, quiet);
+  for (std::size_t i = 0; i < r.rows.size(); ++i)
+    EXPECT_EQ(r.rows[i].flag, first[i]) << "M=" << r.rows[i].M;
+  EXPECT_EQ(ev.evaluations(), 0) << "the resumed run measured again";
+  std::filesystem::remove_all(out);
+}
+
 // --exhaustive under --budget shares the budget between batch sizes as the halving does: the
 // first M no longer times configs until the sweep's deadline, leaving the next unreached.
 TEST(Tuner, ExhaustiveUnderABudgetReachesEveryBatchSize) {
