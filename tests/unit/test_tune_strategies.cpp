@@ -57,6 +57,14 @@ struct Fixture {
   }
 };
 
+// Every config alike (10 us): no config should win but by noise.
+SyntheticOptions flat_surface(double noise_rel) {
+  SyntheticOptions so;
+  so.time_s = [](int, Stage, const KernelConfig&) { return 10e-6; };
+  so.noise_rel = noise_rel;
+  return so;
+}
+
 TEST(SuccessiveHalving, FindsTheTrueBestWithFarFewerMeasurements) {
   Fixture f;
   const auto truth = f.surface();
@@ -166,10 +174,7 @@ TEST(SuccessiveHalving, StopsWhenTheBestSeparates) {
 // through three rounds, 87 s of the two-GPU sweep's 207).
 TEST(SuccessiveHalving, EachRoundKeepsAShareOfThatRoundOnly) {
   Fixture f;
-  SyntheticOptions so;
-  so.time_s = [](int, Stage, const KernelConfig&) { return 10e-6; };
-  so.noise_rel = 0.05;
-  SyntheticEvaluator ev(so);
+  SyntheticEvaluator ev(flat_surface(0.05));
   const StagePlan p = plan_stage(f.o, 4096, Stage::up, std::nullopt);
   const long n = static_cast<long>(p.candidates.size());
   ASSERT_GE(n, 30);
@@ -192,22 +197,24 @@ TEST(SuccessiveHalving, EachRoundKeepsAShareOfThatRoundOnly) {
             m.finalists.end());
 }
 
+// An ok result of c with these per-replay times.
+CandidateResult ok_result(const KernelConfig& c, std::vector<double> times_s) {
+  CandidateResult r;
+  r.config = c;
+  r.status = CandidateStatus::ok;
+  r.times_s = std::move(times_s);
+  return r;
+}
+
 // A config cut in round 1 whose few samples show a lower median than the finalists' many
 // ranks after them: the winner and its runner-up are decided on comparable evidence.
 TEST(Measured, FinalistsRankBeforeConfigsCutEarlier) {
   const KernelConfig cut{16, 64, 128, 1, 4, 4, 1}, a{16, 128, 128, 1, 4, 4, 1},
       b{16, 64, 64, 1, 4, 4, 1};
   Measured m;
-  const auto ok = [](const KernelConfig& c, std::vector<double> t) {
-    CandidateResult r;
-    r.config = c;
-    r.status = CandidateStatus::ok;
-    r.times_s = std::move(t);
-    return r;
-  };
-  m.results.emplace(cut, ok(cut, std::vector<double>(8, 9e-6)));
-  m.results.emplace(a, ok(a, std::vector<double>(64, 10.5e-6)));
-  m.results.emplace(b, ok(b, std::vector<double>(64, 10e-6)));
+  m.results.emplace(cut, ok_result(cut, std::vector<double>(8, 9e-6)));
+  m.results.emplace(a, ok_result(a, std::vector<double>(64, 10.5e-6)));
+  m.results.emplace(b, ok_result(b, std::vector<double>(64, 10e-6)));
   EXPECT_EQ(m.ranking(), (std::vector<KernelConfig>{cut, b, a}));  // no finalists: by median
   m.finalists = {a, b};
   EXPECT_EQ(m.ranking(), (std::vector<KernelConfig>{b, a, cut}));  // finalists by median first
@@ -217,8 +224,7 @@ TEST(Measured, FinalistsRankBeforeConfigsCutEarlier) {
 
 TEST(SuccessiveHalving, BudgetStopsBetweenChunksAndKeepsTheDefault) {
   Fixture f;
-  SyntheticOptions so;
-  so.time_s = [](int, Stage, const KernelConfig&) { return 10e-6; };
+  SyntheticOptions so = flat_surface(0.02);
   so.compile_s = 1.0;
   SyntheticEvaluator ev(so);
   const StagePlan p = plan_stage(f.o, 64, Stage::up, std::nullopt);
@@ -407,15 +413,9 @@ TEST(Exhaustive, RefineSetCutsOnTheMedian) {
   const KernelConfig def{16, 64, 128, 1, 4, 4, 1}, x{16, 128, 128, 1, 4, 4, 1},
       y{16, 64, 64, 1, 4, 4, 1};
   Measured m;
-  const auto ok = [](const KernelConfig& c, std::vector<double> t) {
-    CandidateResult r;
-    r.config = c;
-    r.times_s = std::move(t);
-    return r;
-  };
-  m.results.emplace(def, ok(def, std::vector<double>(8, 20e-6)));
-  m.results.emplace(x, ok(x, {9e-6, 9e-6, 9e-6, 9e-6, 13e-6, 13e-6, 13e-6, 13e-6}));  // median 11
-  m.results.emplace(y, ok(y, std::vector<double>(8, 11.4e-6)));                      // median 11.4
+  m.results.emplace(def, ok_result(def, std::vector<double>(8, 20e-6)));
+  m.results.emplace(x, ok_result(x, {9e-6, 9e-6, 9e-6, 9e-6, 13e-6, 13e-6, 13e-6, 13e-6}));  // median 11
+  m.results.emplace(y, ok_result(y, std::vector<double>(8, 11.4e-6)));                      // median 11.4
   ASSERT_EQ(m.ranking().front(), x);
   const auto refine = exhaustive_refine_set(m, def);
   EXPECT_NE(std::find(refine.begin(), refine.end(), x), refine.end())
@@ -430,9 +430,7 @@ TEST(Neighbourhood, RarelyMovesOnAFlatSurface) {
   const StagePlan p = plan_stage(f.o, 64, Stage::up, std::nullopt);
   int rounds = 0, moves = 0;
   for (std::uint64_t seed = 1; seed <= 150; ++seed) {
-    SyntheticOptions so;
-    so.time_s = [](int, Stage, const KernelConfig&) { return 10e-6; };
-    so.noise_rel = 0.01;
+    SyntheticOptions so = flat_surface(0.01);
     so.seed = seed;
     SyntheticEvaluator ev(so);
     MeasureDoor door(ev, nullptr, nullptr, nullptr, Budget{});
