@@ -125,20 +125,31 @@ bool MeasureDoor::budget_stops(int M, Stage stage, bool sweep_only) {
   return stops;
 }
 
-std::vector<KernelConfig> Measured::ranking() const {
+std::vector<KernelConfig> Measured::by_median(const std::vector<KernelConfig>* among) const {
   std::vector<std::pair<double, KernelConfig>> ok;
-  for (const auto& [c, r] : results) {
+  const auto add = [&](const KernelConfig& c, const CandidateResult& r) {
     if (r.status == CandidateStatus::ok && !r.times_s.empty())
       ok.emplace_back(median(r.times_s), c);
+  };
+  if (among) {
+    for (const KernelConfig& c : *among) {
+      if (auto it = results.find(c); it != results.end()) add(c, it->second);
+    }
+  } else {
+    for (const auto& [c, r] : results) add(c, r);
   }
   std::stable_sort(ok.begin(), ok.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  const auto is_finalist = [&](const KernelConfig& c) {
-    return std::find(finalists.begin(), finalists.end(), c) != finalists.end();
-  };
-  std::stable_partition(ok.begin(), ok.end(), [&](const auto& p) { return is_finalist(p.second); });
   std::vector<KernelConfig> out;
   for (auto& [t, c] : ok) out.push_back(c);
+  return out;
+}
+
+std::vector<KernelConfig> Measured::ranking() const {
+  std::vector<KernelConfig> out = by_median();
+  std::stable_partition(out.begin(), out.end(), [&](const KernelConfig& c) {
+    return std::find(finalists.begin(), finalists.end(), c) != finalists.end();
+  });
   if (leader) {
     auto it = std::find(out.begin(), out.end(), *leader);
     if (it != out.end()) std::rotate(out.begin(), it, it + 1);

@@ -111,8 +111,9 @@ struct Measured {
   // Successive halving's last round: the configs timed most. They rank before
   // the configs cut in earlier rounds, whose few samples may show a lower median by luck.
   std::vector<KernelConfig> finalists;
-  // Ok configs by median time, fastest first, the finalists (when set) before the rest; the
-  // leader (when set and ok) first of all.
+  // Ok configs (of `among` when given, else all) by median time, fastest first.
+  std::vector<KernelConfig> by_median(const std::vector<KernelConfig>* among = nullptr) const;
+  // by_median(), the finalists (when set) before the rest; the leader (when set and ok) first.
   std::vector<KernelConfig> ranking() const;
 };
 

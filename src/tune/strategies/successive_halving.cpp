@@ -109,22 +109,6 @@ void time_neighbourhood(const StageSearch& s, MeasureDoor& door, Measured& m) {
   }
 }
 
-// `alive` by accumulated median, fastest first; configs without ok times left out.
-std::vector<KernelConfig> ranked_alive(const Measured& m, const std::vector<KernelConfig>& alive) {
-  std::vector<std::pair<double, KernelConfig>> ok;
-  for (const KernelConfig& c : alive) {
-    auto it = m.results.find(c);
-    if (it != m.results.end() && it->second.status == CandidateStatus::ok &&
-        !it->second.times_s.empty())
-      ok.emplace_back(median(it->second.times_s), c);
-  }
-  std::stable_sort(ok.begin(), ok.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<KernelConfig> out;
-  for (auto& [t, c] : ok) out.push_back(c);
-  return out;
-}
-
 }  // namespace
 
 Measured successive_halving(const StageSearch& s, MeasureDoor& door) {
@@ -146,7 +130,7 @@ Measured successive_halving(const StageSearch& s, MeasureDoor& door) {
     // median among them must neither stop the search nor hold a place (ranking over every
     // config measured kept a third of all of them each round: 45 configs timed at 16, 32 and
     // 64 replays at M = 4096, the two-GPU sweep's critical path).
-    const std::vector<KernelConfig> ranked = ranked_alive(m, alive);
+    const std::vector<KernelConfig> ranked = m.by_median(&alive);
     m.finalists = ranked;
     if (ranked.size() <= 1) break;
     const Comparison c = compare(m.results.at(ranked[0]).times_s, m.results.at(ranked[1]).times_s);
