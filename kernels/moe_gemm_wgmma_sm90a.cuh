@@ -56,7 +56,8 @@ template <int STAGE,          // tile_math::kStageUp (w13) or kStageDown (w2, ti
           int num_warps,      // warps per block
           int num_stages,     // cp.async ring depth (num_stages - 1 K-tiles in flight)
           int SPLIT_K,        // blocks sharing one output tile's reduction (gridDim.y)
-          int FUSED_ACT>      // 1: up stage writes silu(gate)·up [M*TOPK, N] (bf16/fp16); else 0
+          int FUSED_ACT,      // 1: up stage writes silu(gate)·up [M*TOPK, N] (bf16/fp16); else 0
+          int SWAP_AB>        // 1: weights as wgmma's A, the tile's tokens as its N (decode)
 __global__ void __launch_bounds__(
     tile_math::gemm_wgmma_block_threads(
         num_warps, tile_math::gemm_wgmma_warp_specialized(DTYPE == tile_math::kDtypeFp8Block,
@@ -101,14 +102,18 @@ __global__ void __launch_bounds__(
   constexpr int kKSteps = kRowBytes / 32;                // MMA k-steps per tile (k16 / fp8 k32)
   constexpr int kKTiles = (K_RED + BLOCK_SIZE_K - 1) / BLOCK_SIZE_K;
   constexpr int kNTiles = (N_OUT + BLOCK_SIZE_N - 1) / BLOCK_SIZE_N;
+  constexpr bool kSwap = SWAP_AB != 0;
   constexpr int kWgs = num_warps / 4;                    // warpgroups
-  constexpr int kWgM = gemm_wg_m(BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps);
+  // Swap-AB: every warpgroup takes all token rows and a share of the weight rows.
+  constexpr int kWgM = kSwap ? 1 : gemm_wg_m(BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps);
   constexpr int kWgN = kWgs / (kWgM > 0 ? kWgM : 1);
   constexpr int kWgTileM = BLOCK_SIZE_M / (kWgM > 0 ? kWgM : 1);
-  constexpr int WN = BLOCK_SIZE_N / kWgN;                // wgmma N
-  constexpr int MI = kWgTileM / 64;                      // m64 slices per warpgroup
-  constexpr int kAccN = WN / 2;                          // fp32 accumulators per slice per thread
-  constexpr int NT = WN / 8;                             // n8 chunks per slice
+  constexpr int WN = BLOCK_SIZE_N / kWgN;                // columns (weight rows) per warpgroup
+  // m64 slices per warpgroup: of token rows, or (swap-AB) of weight rows.
+  constexpr int MI = kSwap ? WN / 64 : kWgTileM / 64;
+  constexpr int kMmaN = kSwap ? BLOCK_SIZE_M : WN;       // wgmma N
+  constexpr int kAccN = kMmaN / 2;                       // fp32 accumulators per slice per thread
+  constexpr int NT = kMmaN / 8;                          // n8 chunks per slice
   constexpr int kATile = BLOCK_SIZE_M * kRowBytes;
   constexpr int kStageBytes = gemm_smem_stage_bytes(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K,
                                                     kBytes, kBytes);
@@ -129,10 +134,15 @@ __global__ void __launch_bounds__(
   static_assert(tile_rule_violation(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps,
                                     num_stages, SPLIT_K, kBytes, kBytes, kBlockScale) == nullptr,
                 "config breaks tile_math::tile_rule_violation (see its reason on the host)");
-  static_assert(gemm_wgmma_eligible(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, kBytes,
-                                    kBlockScale),
+  static_assert(kSwap || gemm_wgmma_eligible(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps,
+                                             kBytes, kBlockScale),
                 "wgmma path: BLOCK_SIZE_K * bytes must be 128, BLOCK_SIZE_M a multiple of 64 per "
                 "warpgroup row, BLOCK_SIZE_N / wg_n in {64, 128, 256}");
+  static_assert(!kSwap || gemm_swapab_violation(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps,
+                                                kBytes, kBlockScale, kAct) == nullptr,
+                "SWAP_AB: see tile_math::gemm_swapab_violation's reason on the host");
+  static_assert(!kSwap || !kBlockScale || kSBN % 64 == 0,
+                "SWAP_AB with block fp8: block_n must be a multiple of 64 (one scale per m64 slice)");
   static_assert(kStageBytes % 1024 == 0 && kATile % 1024 == 0, "stages must stay 1024-byte aligned");
   static_assert(GROUP_SIZE_M >= 1, "GROUP_SIZE_M must be >= 1");
   static_assert(BLOCK_SIZE_M % 16 == 0, "BLOCK_SIZE_M must be a multiple of 16");
@@ -261,8 +271,8 @@ __global__ void __launch_bounds__(
 
   // ---- warpgroup's sub-tile ---------------------------------------------------------------------
   const int wg = min(warp / 4, kWgs - 1);  // the producer warpgroup (block fp8) computes nothing
-  const int wg_m0 = (wg / kWgN) * kWgTileM;  // first row of this warpgroup
-  const int wg_n0 = (wg % kWgN) * WN;        // first column
+  const int wg_m0 = (wg / kWgN) * kWgTileM;  // first row of this warpgroup (0 for swap-AB)
+  const int wg_n0 = (wg % kWgN) * WN;        // first column (swap-AB: first weight row)
   const int lane_row = (warp & 3) * 16 + (lane >> 2);  // row within an m64 slice (+8 for c >= 2)
 
   float acc[MI][kAccN];
@@ -271,39 +281,64 @@ __global__ void __launch_bounds__(
 #pragma unroll
     for (int j = 0; j < kAccN; ++j) acc[i][j] = 0.f;
 
-  // Block fp8: the scale rows of this thread's accumulator rows (fixed for the tile).
-  long long scale_row[MI][2];
+  // Block fp8: the activation-scale rows of this thread's accumulators (fixed for the tile):
+  // of its token rows (slice i, half h: entry 2i + h), or with swap-AB of its token columns
+  // (n8 chunk j, column 2(lane % 4) + e: entry 2j + e).
+  constexpr int kARows = kSwap ? 2 * NT : 2 * MI;
+  long long scale_row[kARows];
 #pragma unroll
-  for (int i = 0; i < MI; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int slot = s_slot[wg_m0 + i * 64 + lane_row + 8 * h];
-      scale_row[i][h] = slot < 0 ? -1 : (kUp ? (long long)(slot / TOPK) : (long long)slot);
-    }
+  for (int q = 0; q < kARows; ++q) {
+    const int r = kSwap ? 8 * (q / 2) + 2 * (lane & 3) + (q & 1)
+                        : wg_m0 + (q / 2) * 64 + lane_row + 8 * (q & 1);
+    const int slot = s_slot[r];
+    scale_row[q] = slot < 0 ? -1 : (kUp ? (long long)(slot / TOPK) : (long long)slot);
+  }
 
   // Issues (does not wait for) the wgmmas of one ring slot; `first` overwrites d.
   auto issue_tile = [&](int stage, float (&d)[MI][kAccN], bool overwrite) {
     const unsigned a_base = smem_base + stage * kStageBytes + wg_m0 * kRowBytes;
     const unsigned b_base = smem_base + stage * kStageBytes + kATile + wg_n0 * kRowBytes;
+    if constexpr (kSwap) {  // A: m64 slices of the weight rows; B: every token row of the tile
 #pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
-      const unsigned long long db = wgmma::make_desc(b_base + ks * 32);
+      for (int ks = 0; ks < kKSteps; ++ks) {
+        const unsigned long long db = wgmma::make_desc(a_base + ks * 32);
 #pragma unroll
-      for (int i = 0; i < MI; ++i) {
-        const unsigned long long da = wgmma::make_desc(a_base + i * 64 * kRowBytes + ks * 32);
-        const int scale_d = (overwrite && ks == 0) ? 0 : 1;
-        if constexpr (kFp8) {
-          if constexpr (WN == 64) wgmma::mma_m64n64k32_e4m3(d[i], da, db, scale_d);
-          else if constexpr (WN == 128) wgmma::mma_m64n128k32_e4m3(d[i], da, db, scale_d);
-          else wgmma::mma_m64n256k32_e4m3(d[i], da, db, scale_d);
-        } else if constexpr (DTYPE == kDtypeFp16) {
-          if constexpr (WN == 64) wgmma::mma_m64n64k16_fp16(d[i], da, db, scale_d);
-          else if constexpr (WN == 128) wgmma::mma_m64n128k16_fp16(d[i], da, db, scale_d);
-          else wgmma::mma_m64n256k16_fp16(d[i], da, db, scale_d);
-        } else {
-          if constexpr (WN == 64) wgmma::mma_m64n64k16_bf16(d[i], da, db, scale_d);
-          else if constexpr (WN == 128) wgmma::mma_m64n128k16_bf16(d[i], da, db, scale_d);
-          else wgmma::mma_m64n256k16_bf16(d[i], da, db, scale_d);
+        for (int i = 0; i < MI; ++i) {
+          const unsigned long long da = wgmma::make_desc(b_base + i * 64 * kRowBytes + ks * 32);
+          const int scale_d = (overwrite && ks == 0) ? 0 : 1;
+          if constexpr (kFp8) {
+            if constexpr (kMmaN == 16) wgmma::mma_m64n16k32_e4m3(d[i], da, db, scale_d);
+            else wgmma::mma_m64n32k32_e4m3(d[i], da, db, scale_d);
+          } else if constexpr (DTYPE == kDtypeFp16) {
+            if constexpr (kMmaN == 16) wgmma::mma_m64n16k16_fp16(d[i], da, db, scale_d);
+            else wgmma::mma_m64n32k16_fp16(d[i], da, db, scale_d);
+          } else {
+            if constexpr (kMmaN == 16) wgmma::mma_m64n16k16_bf16(d[i], da, db, scale_d);
+            else wgmma::mma_m64n32k16_bf16(d[i], da, db, scale_d);
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < kKSteps; ++ks) {
+        const unsigned long long db = wgmma::make_desc(b_base + ks * 32);
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+          const unsigned long long da = wgmma::make_desc(a_base + i * 64 * kRowBytes + ks * 32);
+          const int scale_d = (overwrite && ks == 0) ? 0 : 1;
+          if constexpr (kFp8) {
+            if constexpr (WN == 64) wgmma::mma_m64n64k32_e4m3(d[i], da, db, scale_d);
+            else if constexpr (WN == 128) wgmma::mma_m64n128k32_e4m3(d[i], da, db, scale_d);
+            else wgmma::mma_m64n256k32_e4m3(d[i], da, db, scale_d);
+          } else if constexpr (DTYPE == kDtypeFp16) {
+            if constexpr (WN == 64) wgmma::mma_m64n64k16_fp16(d[i], da, db, scale_d);
+            else if constexpr (WN == 128) wgmma::mma_m64n128k16_fp16(d[i], da, db, scale_d);
+            else wgmma::mma_m64n256k16_fp16(d[i], da, db, scale_d);
+          } else {
+            if constexpr (WN == 64) wgmma::mma_m64n64k16_bf16(d[i], da, db, scale_d);
+            else if constexpr (WN == 128) wgmma::mma_m64n128k16_bf16(d[i], da, db, scale_d);
+            else wgmma::mma_m64n256k16_bf16(d[i], da, db, scale_d);
+          }
         }
       }
     }
@@ -329,20 +364,19 @@ __global__ void __launch_bounds__(
   // Weight-scale blocks met by a warpgroup's WN columns: one when they lie inside one block
   // (block_n a multiple of WN: the tile and warpgroup origins are multiples of WN), WN / block_n
   // when whole blocks tile them, else one per n8 chunk (few registers matter: see C7514 above).
-  constexpr int kWScales = kSBN % WN == 0 ? 1 : WN % kSBN == 0 ? WN / kSBN : NT;
-  constexpr int kColsPerWScale = kWScales == NT ? 8 : WN / kWScales;
+  // Swap-AB: one per m64 slice of weight rows (block_n a multiple of 64).
+  constexpr int kWScales = kSwap ? MI : kSBN % WN == 0 ? 1 : WN % kSBN == 0 ? WN / kSBN : NT;
+  constexpr int kColsPerWScale = kSwap ? 64 : kWScales == NT ? 8 : WN / kWScales;
   struct Scales {
-    float a[MI][2];
+    float a[kARows];
     float w[kWScales];
   };
   // Block fp8: this thread's scale factors of K-tile kt.
   auto load_scales = [&](int kt, Scales& sc) {
     const int g = kt * BLOCK_SIZE_K / kSBK;
 #pragma unroll
-    for (int m = 0; m < MI; ++m)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        sc.a[m][h] = scale_row[m][h] < 0 ? 0.f : __ldg(a_scale + scale_row[m][h] * kGroups + g);
+    for (int q = 0; q < kARows; ++q)
+      sc.a[q] = scale_row[q] < 0 ? 0.f : __ldg(a_scale + scale_row[q] * kGroups + g);
     const float* ws_e = w_scale + (long long)expert * (N_OUT / kSBN) * kGroups + g;
 #pragma unroll
     for (int q = 0; q < kWScales; ++q) {
@@ -351,19 +385,32 @@ __global__ void __launch_bounds__(
     }
   };
   auto fold = [&](const float (&part)[MI][kAccN], const Scales& sc) {
+    if constexpr (kSwap) {  // slice i: weight scale i; column 2(lane % 4) + e of chunk j: token
 #pragma unroll
-    for (int m = 0; m < MI; ++m)
+      for (int i = 0; i < MI; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+        for (int j = 0; j < NT; ++j)
 #pragma unroll
-        for (int q = 0; q < kWScales; ++q) {
-          const float f = sc.a[m][h] * sc.w[q];
-#pragma unroll
-          for (int j = q * kColsPerWScale / 8; j < (q + 1) * kColsPerWScale / 8; ++j) {
-            acc[m][j * 4 + 2 * h] += part[m][j * 4 + 2 * h] * f;
-            acc[m][j * 4 + 2 * h + 1] += part[m][j * 4 + 2 * h + 1] * f;
+          for (int e = 0; e < 2; ++e) {
+            const float f = sc.a[2 * j + e] * sc.w[i];
+            acc[i][4 * j + e] += part[i][4 * j + e] * f;
+            acc[i][4 * j + 2 + e] += part[i][4 * j + 2 + e] * f;
           }
-        }
+    } else {
+  #pragma unroll
+      for (int m = 0; m < MI; ++m)
+  #pragma unroll
+        for (int h = 0; h < 2; ++h)
+  #pragma unroll
+          for (int q = 0; q < kWScales; ++q) {
+            const float f = sc.a[2 * m + h] * sc.w[q];
+  #pragma unroll
+            for (int j = q * kColsPerWScale / 8; j < (q + 1) * kColsPerWScale / 8; ++j) {
+              acc[m][j * 4 + 2 * h] += part[m][j * 4 + 2 * h] * f;
+              acc[m][j * 4 + 2 * h + 1] += part[m][j * 4 + 2 * h + 1] * f;
+            }
+          }
+    }
   };
   // Top of each step: K-tile i has landed for every thread; refill the slot freed earlier.
   auto begin_step = [&](int i) {
@@ -544,7 +591,60 @@ __global__ void __launch_bounds__(
   constexpr int kOutRowBytes = kOutTileCols * 2 + 16;
   constexpr bool kStaged =
       BLOCK_SIZE_M * kOutRowBytes <= num_stages * kStageBytes && kOutCols % 8 == 0;
-  if constexpr (kStaged) {
+  // The staged tile's rows to their slots, whole 16-byte chunks, consecutive threads along a row.
+  auto store_staged = [&] {
+    constexpr int kRowChunks = kOutTileCols / 8;  // 16-byte chunks of an output row
+    for (int idx = tid; idx < BLOCK_SIZE_M * kRowChunks; idx += kThreads) {
+      const int r = idx / kRowChunks, c = idx % kRowChunks;
+      const int slot = s_slot[r];
+      const int n = out_n0 + c * 8;
+      if (slot < 0 || (kNTail && n >= kOutCols)) continue;
+      *reinterpret_cast<uint4*>(static_cast<unsigned char*>(out) +
+                                ((long long)slot * kOutCols + n) * 2) =
+          *reinterpret_cast<const uint4*>(smem + r * kOutRowBytes + c * 16);
+    }
+  };
+  if constexpr (kSwap) {
+    // Accumulator (slice i, n8 chunk j, half h, e) is output column out_wg0 + 64i + lane_row + 8h
+    // of the tile's token row 8j + 2(lane % 4) + e (the fragment transposed); fused, slice i
+    // < MI/2 holds gate and slice i + MI/2 up of the same columns. One 2-byte value per store.
+    auto bits = [](float v) -> unsigned short {
+      if constexpr (DTYPE == kDtypeFp16) return __half_as_ushort(__float2half_rn(v));
+      else return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+    };
+    constexpr int kOutSlices = kAct ? MI / 2 : MI;
+    if constexpr (kStaged) consumer_sync();  // every warpgroup's wgmmas are done reading the ring
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int t = 8 * j + 2 * (lane & 3) + e;
+        const int slot = s_slot[t];
+        const float rs = slot < 0 ? 0.f : row_scale_of(slot);
+#pragma unroll
+        for (int i = 0; i < kOutSlices; ++i)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int q = 4 * j + 2 * h + e;
+            float v;
+            if constexpr (kAct) v = act::silu_mul(acc[i][q], acc[i + MI / 2][q]);
+            else v = acc[i][q] * rs;
+            const int col = out_wg0 + i * 64 + lane_row + 8 * h;  // within the tile
+            if constexpr (kStaged) {
+              *reinterpret_cast<unsigned short*>(smem + t * kOutRowBytes + col * 2) = bits(v);
+            } else {
+              const int n = out_n0 + col;
+              if (slot < 0 || (kNTail && n >= kOutCols)) continue;
+              *reinterpret_cast<unsigned short*>(static_cast<unsigned char*>(out) +
+                                                 ((long long)slot * kOutCols + n) * 2) = bits(v);
+            }
+          }
+      }
+    if constexpr (kStaged) {
+      consumer_sync();
+      store_staged();
+    }
+  } else if constexpr (kStaged) {
     consumer_sync();  // every warpgroup's wgmmas are done reading the ring
 #pragma unroll
     for (int i = 0; i < MI; ++i)
@@ -559,16 +659,7 @@ __global__ void __launch_bounds__(
           *reinterpret_cast<unsigned*>(row + j * 16) = out_pair(i, j, h, rs);
       }
     consumer_sync();
-    constexpr int kRowChunks = kOutTileCols / 8;  // 16-byte chunks of an output row
-    for (int idx = tid; idx < BLOCK_SIZE_M * kRowChunks; idx += kThreads) {
-      const int r = idx / kRowChunks, c = idx % kRowChunks;
-      const int slot = s_slot[r];
-      const int n = out_n0 + c * 8;
-      if (slot < 0 || (kNTail && n >= kOutCols)) continue;
-      *reinterpret_cast<uint4*>(static_cast<unsigned char*>(out) +
-                                ((long long)slot * kOutCols + n) * 2) =
-          *reinterpret_cast<const uint4*>(smem + r * kOutRowBytes + c * 16);
-    }
+    store_staged();
   } else {
 #pragma unroll
     for (int i = 0; i < MI; ++i)

@@ -24,6 +24,8 @@ struct KernelConfig {
   int num_warps = 4;      // warps per block (threads = 32 * num_warps)
   int num_stages = 3;     // shared-memory pipeline depth
   int SPLIT_K = 1;        // moetune: K split across blocks (fp32 partials reduced after)
+  int SWAP_AB = 0;        // moetune: 1 = weights as the MMA's A, tokens as its N (sm_90a wgmma,
+                          // BLOCK_SIZE_M 16/32: decode); 0 = tokens as A
 
   bool operator==(const KernelConfig&) const = default;
   auto operator<=>(const KernelConfig&) const = default;
@@ -34,11 +36,12 @@ using ConfigTable = std::map<int, KernelConfig>;
 
 // The six classic keys, and moetune's own. JSON spelling.
 extern const std::array<const char*, 6> kClassicKeys;
-extern const std::array<const char*, 1> kMoetuneKeys;
+extern const std::array<const char*, 2> kMoetuneKeys;
 
 // --- file names -------------------------------------------------------------------------------
 // The short name of a config in logs, reports, notes and kernel names: every key, e.g.
-// "m16n64k128_g1_w4_s3_sk1" (BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages, SPLIT_K).
+// "m16n64k128_g1_w4_s3_sk1" (BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages, SPLIT_K),
+// with "_ab1" appended when SWAP_AB is 1 (names of SWAP_AB 0 configs predate the key).
 std::string config_name(const KernelConfig& c);
 
 enum class Naming { sglang, vllm };
@@ -75,7 +78,8 @@ struct ParsedTable {
 // int() their keys and would read it differently from a skip.
 // Config values: positive JSON integers only (not 64.0, not "64"); otherwise
 // InputError("config[<M>].<KEY>", <value as JSON>, ...); a missing classic key likewise with
-// value "(missing)"; SPLIT_K is optional (default 1). An entry that is not an object throws
+// value "(missing)"; SPLIT_K is optional (default 1), SWAP_AB too (default 0; 0 or more here,
+// validation allows 0 and 1). An entry that is not an object throws
 // InputError("config[<M>]", <value>, ...).
 // Throws InputError("config", path, reason) if the file is unreadable, not JSON, or not an object.
 ParsedTable read_config_table(const std::filesystem::path& path);
@@ -84,11 +88,11 @@ ParsedTable parse_config_table(const nlohmann::json& j, const std::string& sourc
 // `source` is the field prefix of this entry in messages, e.g. "config[16]".
 KernelConfig parse_kernel_config(const nlohmann::json& j, std::vector<std::string>* unknown,
                                  const std::string& source);
-nlohmann::json to_json(const KernelConfig& c);  // classic keys, plus SPLIT_K only when != 1
+nlohmann::json to_json(const KernelConfig& c);  // classic keys, then SPLIT_K / SWAP_AB if set
 nlohmann::json to_json(const ConfigTable& t);   // only batch-size keys
 ConfigTable to_table(const ParsedTable& p);
 // The table as servers write it: 4-space indent, keys in numeric order, config keys in classic
-// order (then SPLIT_K when != 1), ending in a newline. (nlohmann::json would sort "1024" < "16".)
+// order (then SPLIT_K when != 1, SWAP_AB when != 0), ending in a newline. (nlohmann::json would sort "1024" < "16".)
 std::string dump_config_table(const ConfigTable& t);
 // dump_config_table, written with write_file_atomic.
 void write_config_table(const std::filesystem::path& path, const ConfigTable& t);
@@ -143,7 +147,7 @@ int reference_smem_bytes(const KernelConfig& c, const ValidationTarget& t);
 // a dtype the GPU's tensor cores cannot run (key "dtype"), one per unknown key (rule "unknown
 // key"). block_shape is ignored unless dtype is fp8_w8a8. Allowed values: BLOCK_SIZE_M
 // {16..256}, BLOCK_SIZE_N and BLOCK_SIZE_K {32..256} (powers of two), GROUP_SIZE_M >= 1,
-// num_warps {4, 8}, num_stages 2..5, SPLIT_K {1, 2, 4, 8}. t.gpu must be set.
+// num_warps {4, 8}, num_stages 2..5, SPLIT_K {1, 2, 4, 8}, SWAP_AB {0, 1}. t.gpu must be set.
 std::vector<Violation> validate_config(const KernelConfig& c, const ValidationTarget& t, int M,
                                        const std::vector<std::string>& unknown_keys = {});
 // All violations of a table, plus, when `down` is given, its entries' (marked down) and the

@@ -97,7 +97,8 @@ struct SearchSpace {
   nlohmann::json to_json() const;       // {"BLOCK_SIZE_M": [16, ...], ...}
 };
 // BLOCK_SIZE_M {16..256} x BLOCK_SIZE_N {32..256} x BLOCK_SIZE_K {64,128,256} x GROUP_SIZE_M
-// {1,16,32,64} x num_warps {4,8} x num_stages {2..5} x SPLIT_K {1,2,4,8}: 7,680 per GEMM.
+// {1,16,32,64} x num_warps {4,8} x num_stages {2..5} x SPLIT_K {1,2,4,8} x SWAP_AB {0,1}:
+// 15,360 per GEMM.
 const SearchSpace& default_space();
 
 // --- pruning and the plan -------------------------------------------------------------------

@@ -115,6 +115,33 @@ MOETUNE_HD constexpr bool gemm_wgmma_eligible(int BLOCK_SIZE_M, int BLOCK_SIZE_N
   return acc <= (bytes == 1 && block_scales ? kMaxAccPerThread / 2 : kMaxAccPerThread);
 }
 
+// Swap-AB (config key SWAP_AB = 1, decode): the weight tile is wgmma's A operand, the tile's token
+// rows its B (wgmma N = BLOCK_SIZE_M), so a tile of a few tokens does not pad the MMA's 64 rows
+// with empty slots and the weights stream as A. Same shared-memory layout and formula; each of
+// num_warps / 4 warpgroups owns BLOCK_SIZE_N / (num_warps / 4) weight rows (a multiple of 64:
+// m64 slices). Why this config cannot run swap-AB (rows of 128 bytes, BLOCK_SIZE_M 16 or 32, the
+// slices, accumulators in registers; fused SiLU(gate)*up pairs a gate and an up slice, so a
+// warpgroup needs an even number of slices), or nullptr.
+MOETUNE_HD constexpr const char* gemm_swapab_violation(int BLOCK_SIZE_M, int BLOCK_SIZE_N,
+                                                       int BLOCK_SIZE_K, int num_warps, int bytes,
+                                                       bool block_scales, bool fused_act) {
+  if (BLOCK_SIZE_K * bytes != 128)
+    return "SWAP_AB=1 needs rows of 128 bytes (BLOCK_SIZE_K 64 for bf16/fp16, 128 for fp8)";
+  if (BLOCK_SIZE_M != 16 && BLOCK_SIZE_M != 32)
+    return "SWAP_AB=1 needs BLOCK_SIZE_M 16 or 32 (the tokens are the wgmma's N)";
+  if (num_warps % 4 != 0) return "SWAP_AB=1 needs whole warpgroups (num_warps 4, 8 or 16)";
+  const int rows = BLOCK_SIZE_N / (num_warps / 4);
+  if (BLOCK_SIZE_N % (num_warps / 4) != 0 || rows % 64 != 0)
+    return "SWAP_AB=1 needs BLOCK_SIZE_N / (num_warps / 4) to be a multiple of 64 (m64 slices)";
+  if (fused_act && rows % 128 != 0)
+    return "SWAP_AB=1 with fused SiLU(gate)*up needs BLOCK_SIZE_N / (num_warps / 4) to be a "
+           "multiple of 128 (a gate and an up slice per warpgroup)";
+  const int acc = BLOCK_SIZE_M * BLOCK_SIZE_N / (32 * num_warps);
+  if (acc > (bytes == 1 && block_scales ? kMaxAccPerThread / 2 : kMaxAccPerThread))
+    return "SWAP_AB=1: too many accumulators per thread";
+  return nullptr;
+}
+
 // Block fp8 on the wgmma path is warp-specialized: num_warps consumer warps run the MMAs and
 // fold the scales, one extra producer warpgroup copies the K-tiles (the fold must wait for each
 // tile's MMAs; with the copies off the math warps and no block-wide barrier per tile, one

@@ -36,6 +36,7 @@ std::string config_text(const KernelConfig& c) {
       "BLOCK_SIZE_M={} BLOCK_SIZE_N={} BLOCK_SIZE_K={} GROUP_SIZE_M={} num_warps={} num_stages={}",
       c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.GROUP_SIZE_M, c.num_warps, c.num_stages);
   if (c.SPLIT_K != 1) t += fmt::format(" SPLIT_K={}", c.SPLIT_K);
+  if (c.SWAP_AB != 0) t += fmt::format(" SWAP_AB={}", c.SWAP_AB);
   return t;
 }
 

@@ -10,8 +10,11 @@
 namespace moetune {
 
 std::string config_name(const KernelConfig& c) {
-  return fmt::format("m{}n{}k{}_g{}_w{}_s{}_sk{}", c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K,
-                     c.GROUP_SIZE_M, c.num_warps, c.num_stages, c.SPLIT_K);
+  std::string name = fmt::format("m{}n{}k{}_g{}_w{}_s{}_sk{}", c.BLOCK_SIZE_M, c.BLOCK_SIZE_N,
+                                 c.BLOCK_SIZE_K, c.GROUP_SIZE_M, c.num_warps, c.num_stages,
+                                 c.SPLIT_K);
+  if (c.SWAP_AB != 0) name += fmt::format("_ab{}", c.SWAP_AB);
+  return name;
 }
 
 std::string config_file_name(const MoeShape& shape, const std::string& device_name, Naming naming,

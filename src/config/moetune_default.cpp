@@ -51,6 +51,23 @@ bool block_fp8_decode_down_n128(const MoeShape& shape, const GpuSpec& gpu, doubl
   return shape.dtype == Dtype::fp8_w8a8 && shape.block_shape && gpu.arch() == "sm_90a" &&
          spe >= 1.0;
 }
+// Swap-AB at decode (its rule in moetune_default_config): block fp8 on sm_90a at a quarter of a
+// token slot per expert (spe, M = 8 on the anchors) up to 1, and from 2 to 8 (M = 64..256).
+// GEMMs alone, cold (test_gemm_speed, one H200, bench/results/2026-11-30_h200_swapab.md),
+// m16n128k128 s3 swap-AB / the unswapped m16n64k128 s4 up: Qwen3.5 TP4 M = 8, 64, 256 0.91,
+// 0.99, 0.89; DeepSeek-V3 TP8 0.89, 1.00, 0.91. Layer A/B (bench --vs the former defaults, same
+// file) with both GEMMs swapped: Qwen M = 8, 16, 32, 64, 128, 256: 0.939, 0.882, 1.021, 0.996,
+// 0.964, 0.959; DeepSeek 0.924, 0.856, 1.041, 0.984, 0.951, 0.959 (95% CIs exclude 1): so not
+// at spe 1 (M = 32), where the former n64 s4 up / n128 k64 s3 down stay, nor up to spe 2.
+// Down at s2 (its reduction, N = 256, is two K-tiles: a third slot only costs residency): layer
+// 0.989, 0.996, 0.988 of s3 at M = 8, 64, 256 (Qwen). Not measured: spe below 0.25 (M = 1..4,
+// split-K tiles), 16-bit dtypes (GEMM1 fused with SiLU·up in the layer), per-tensor fp8.
+// Its K-tile is 128 deep (128-byte fp8 rows), so block_k must be a multiple of 128.
+bool block_fp8_decode_swap(const MoeShape& shape, const GpuSpec& gpu, double spe) {
+  return shape.dtype == Dtype::fp8_w8a8 && shape.block_shape &&
+         (*shape.block_shape)[1] % 128 == 0 && gpu.arch() == "sm_90a" &&
+         ((spe >= 0.25 && spe < 1.0) || (spe >= 2.0 && spe <= 8.0));
+}
 void set_block_fp8_down(KernelConfig& c) {
   c.BLOCK_SIZE_N = 64;
   c.num_stages = 3;
@@ -201,6 +218,22 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     // num_stages 3 at SPLIT_K 8: the winner on both fp8 shapes at M=1 (Qwen's splits hold only
     // 3 K-tiles, so a 4th stage has nothing to load); 4 stages at SPLIT_K 8 was not measured.
     if (c.SPLIT_K == 8) c.num_stages = 3;
+  }
+
+  // Swap-AB (SWAP_AB 1: weights as the wgmma's A, the tile's 16 token rows as its N) for block
+  // fp8 on sm_90a at decode (block_fp8_decode_swap says where, and what was measured): m16 n128
+  // k128 w4, SPLIT_K 1, up s3, down s2.
+  if (block_fp8_decode_swap(shape, gpu, spe)) {
+    KernelConfig sw = c;
+    sw.BLOCK_SIZE_N = 128;
+    sw.BLOCK_SIZE_K = 128;
+    sw.num_warps = 4;
+    sw.num_stages = down ? 2 : 3;
+    sw.SPLIT_K = 1;
+    sw.SWAP_AB = 1;
+    if (config::kernel_rule_violation(sw, target) == nullptr && fits_block_n(shape, 128) &&
+        depth % 128 == 0 && moetune_smem_bytes(sw, target) <= gpu.smem_per_block_bytes)
+      c = sw;
   }
 
   // Fit shared memory (e.g. the RTX PRO 6000's 101,376 B): fewer stages first (down to 2), then

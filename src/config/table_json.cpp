@@ -20,7 +20,7 @@ namespace moetune {
 
 const std::array<const char*, 6> kClassicKeys = {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K",
                                                  "GROUP_SIZE_M", "num_warps",    "num_stages"};
-const std::array<const char*, 1> kMoetuneKeys = {"SPLIT_K"};
+const std::array<const char*, 2> kMoetuneKeys = {"SPLIT_K", "SWAP_AB"};
 
 namespace {
 
@@ -59,13 +59,13 @@ std::optional<int> parse_batch_key(const std::string& key, const std::string& so
 }
 
 // Integers only: 64.0 or "64" would pass through some parsers and not others.
-std::optional<int> positive_int(const nlohmann::json& j) {
+std::optional<int> int_at_least(const nlohmann::json& j, int min) {
   if (j.is_number_unsigned()) {
     const auto v = j.get<unsigned long long>();
-    if (v >= 1 && v <= INT_MAX) return static_cast<int>(v);
+    if (v >= static_cast<unsigned long long>(min) && v <= INT_MAX) return static_cast<int>(v);
   } else if (j.is_number_integer()) {
     const auto v = j.get<long long>();
-    if (v >= 1 && v <= INT_MAX) return static_cast<int>(v);
+    if (v >= min && v <= INT_MAX) return static_cast<int>(v);
   }
   return std::nullopt;
 }
@@ -103,8 +103,10 @@ KernelConfig parse_kernel_config(const nlohmann::json& j, std::vector<std::strin
       if (field.required) throw InputError(name, "(missing)", "required config key");
       continue;
     }
-    const std::optional<int> value = positive_int(*it);
-    if (!value) throw InputError(name, model::json_excerpt(*it), "must be a positive integer");
+    const std::optional<int> value = int_at_least(*it, field.min);
+    if (!value)
+      throw InputError(name, model::json_excerpt(*it),
+                       field.min == 1 ? "must be a positive integer" : "must be an integer >= 0");
     config.*field.member = *value;
   }
   for (const auto& [key, value] : j.items()) {

@@ -58,6 +58,10 @@ const std::vector<AllowedValues>& allowed_values() {
        .key = "SPLIT_K",
        .values = {1, 2, 4, 8},
        .rule = "the reduction splits 1, 2, 4 or 8 ways"},
+      {.member = &KernelConfig::SWAP_AB,
+       .key = "SWAP_AB",
+       .values = {0, 1},
+       .rule = "0: tokens as the MMA's A operand; 1: weights as A (swap-AB)"},
   };
   return kAllowed;
 }

@@ -92,7 +92,8 @@ cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& con
                                   GemmStage stage, const std::string& arch);
 
 // True when gemm_kernel_spec picks the Hopper kernel (kernels/moe_gemm_wgmma_sm90a.cuh): arch
-// sm_90a and tile_math::gemm_wgmma_eligible (rows of 128 bytes, warpgroup tiling). Otherwise the
+// sm_90a and tile_math::gemm_wgmma_eligible (rows of 128 bytes, warpgroup tiling), or SWAP_AB 1
+// (sm_90a only; gemm_kernel_spec throws InputError for a tile swap-AB cannot run). Otherwise the
 // mma.sync kernel (kernels/moe_gemm_mma.cuh) runs. Same contract, results and smem formula.
 bool gemm_uses_wgmma(const MoeShape& shape, const KernelConfig& config, const std::string& arch);
 

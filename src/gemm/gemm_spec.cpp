@@ -61,6 +61,20 @@ void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
     throw InputError("config", config_name(c), why);
   if (c.GROUP_SIZE_M < 1)
     throw InputError("GROUP_SIZE_M", std::to_string(c.GROUP_SIZE_M), "must be >= 1");
+  if (c.SWAP_AB != 0 && c.SWAP_AB != 1)
+    throw InputError("SWAP_AB", std::to_string(c.SWAP_AB), "must be 0 or 1");
+  if (c.SWAP_AB == 1) {
+    if (arch != "sm_90a")
+      throw InputError("SWAP_AB", "1", fmt::format("runs on Hopper's wgmma: sm_90a only, not {}", arch));
+    if (const char* why = tm::gemm_swapab_violation(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N,
+                                                    c.BLOCK_SIZE_K, c.num_warps, bytes, block,
+                                                    stage == GemmStage::up_act))
+      throw InputError("config", config_name(c), why);
+    if (block && (*shape.block_shape)[0] % 64 != 0)
+      throw InputError("block_shape", fmt::format("[{}, {}]", (*shape.block_shape)[0],
+                                                  (*shape.block_shape)[1]),
+                       "SWAP_AB=1 needs block_n a multiple of 64 (one scale per m64 slice)");
+  }
   if (shape.dtype == Dtype::fp8_w8a8 && arch_cc(arch) < 89)
     throw InputError("dtype", "fp8_w8a8", fmt::format("fp8 tensor cores need sm_89+, not {}", arch));
   if (static_cast<long long>(k_red(shape, stage)) * bytes % 16 != 0)
@@ -74,7 +88,9 @@ void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
   if (stage == GemmStage::up_act) {
     // The column slice of one warp (mma.sync) or warpgroup (wgmma) that pairs gate and up.
     int slice = 0;
-    if (gemm_uses_wgmma(shape, c, arch)) {
+    if (c.SWAP_AB == 1) {
+      slice = c.BLOCK_SIZE_N / (c.num_warps / 4);  // weight rows per warpgroup
+    } else if (gemm_uses_wgmma(shape, c, arch)) {
       const int wg_m = tm::gemm_wg_m(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps);
       slice = c.BLOCK_SIZE_N / (c.num_warps / 4 / wg_m);
     } else {
@@ -127,9 +143,10 @@ GemmStage gemm1_stage(const MoeShape& shape, int64_t M) {
 
 bool gemm_uses_wgmma(const MoeShape& shape, const KernelConfig& c, const std::string& arch) {
   const int bytes = weight_bytes(shape.dtype);
-  return arch == "sm_90a" &&
-         tm::gemm_wgmma_eligible(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.num_warps, bytes,
-                                 dtype_code(shape) == tm::kDtypeFp8Block);
+  if (arch != "sm_90a") return false;
+  if (c.SWAP_AB == 1) return true;  // check_config has refused what swap-AB cannot run
+  return tm::gemm_wgmma_eligible(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.num_warps,
+                                 bytes, dtype_code(shape) == tm::kDtypeFp8Block);
 }
 
 cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
@@ -160,6 +177,7 @@ cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& c, 
   arg("num_stages", c.num_stages);
   arg("SPLIT_K", c.SPLIT_K);
   arg("FUSED_ACT", stage == GemmStage::up_act ? 1 : 0);
+  if (wgmma) arg("SWAP_AB", c.SWAP_AB);
   spec.name = fmt::format("moe_gemm_{}_{}{}_{}_N{}_K{}_topk{}", to_string(stage), dtype_tag(code),
                           wgmma ? "_wgmma" : "", config_name(c), shape.N, shape.K, shape.topk);
   if (block) spec.name += fmt::format("_b{}x{}", bn, bk);

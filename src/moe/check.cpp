@@ -670,13 +670,16 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
   // GEMM: one small-M and one large-M config per dtype the arch runs, up, down and (bf16/fp16)
   // up_act, GEMM1 with SiLU(gate)·up fused as the layer runs it. The large
   // one has 128-byte K rows in every dtype, so on sm_90a it is the wgmma kernel (for block fp8:
-  // up, K = 3072, warp-specialized; down, N = 256, not).
+  // up, K = 3072, warp-specialized; down, N = 256, not). Swap-AB (decode, sm_90a only: other
+  // archs refuse it and skip it here) with 128-byte rows too.
   const KernelConfig small{16, 64, 128, 1, 4, 3, 1}, large{64, 128, 64, 8, 4, 3, 1},
-      large_fp8{64, 128, 128, 8, 4, 3, 1};
+      large_fp8{64, 128, 128, 8, 4, 3, 1}, swap{16, 128, 64, 1, 4, 4, 1, 1},
+      swap_fp8{16, 128, 128, 1, 4, 4, 1, 1};
   for (const std::string& variant : kCheckDtypes) {
     const MoeShape s = with_dtype_variant(shapes[0].shape, variant);
     if (is_fp8(s) && !has_fp8) continue;
-    for (const KernelConfig& c : {small, is_fp8(s) ? large_fp8 : large})
+    for (const KernelConfig& c :
+         {small, is_fp8(s) ? large_fp8 : large, is_fp8(s) ? swap_fp8 : swap})
       for (gemm::GemmStage st :
            {gemm::GemmStage::up, gemm::GemmStage::up_act, gemm::GemmStage::down}) {
         if (st == gemm::GemmStage::up_act && is_fp8(s)) continue;  // fp8 keeps the act stage

@@ -119,16 +119,17 @@ StagePlan prune(const std::vector<KernelConfig>& space, const MoeShape& shape,
     keep = std::min(keep, unique.size());
   }
   // Besides the top share, a hedge against the model's blind spots: the best of each tile shape
-  // (BLOCK_SIZE_M, BLOCK_SIZE_N, SPLIT_K) whose predicted time is within kHedge of the best.
+  // (BLOCK_SIZE_M, BLOCK_SIZE_N, SPLIT_K, SWAP_AB) whose predicted time is within kHedge of the
+  // best (the model does not tell swap-AB from the unswapped tile: both are kept).
   constexpr double kHedge = 1.3;
-  std::set<std::tuple<int, int, int>> shapes_seen;
+  std::set<std::tuple<int, int, int, int>> shapes_seen;
   const double best_predicted = order.empty() ? 0 : predicted[order.front()];
   std::set<KernelConfig> kept;
   for (std::size_t r = 0; r < order.size(); ++r) {
     const KernelConfig& c = unique[order[r]];
     const bool forced = std::find(o.always.begin(), o.always.end(), c) != o.always.end();
     const bool first_of_shape =
-        shapes_seen.insert({c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.SPLIT_K}).second;
+        shapes_seen.insert({c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.SPLIT_K, c.SWAP_AB}).second;
     const bool hedge = !o.exhaustive && first_of_shape &&
                        predicted[order[r]] <= kHedge * best_predicted;
     if (r < keep || forced || hedge) {

@@ -1,5 +1,6 @@
 // The search space: the classic 1,920 configs times moetune's own keys (SPLIT_K {1,2,4,8}: every
-// split the kernel and validate_config accept, and moetune's default uses 8 at decode), per GEMM.
+// split the kernel and validate_config accept, and moetune's default uses 8 at decode; SWAP_AB
+// {0,1}: validation keeps 1 only on sm_90a with 128-byte rows and BLOCK_SIZE_M 16/32), per GEMM.
 #include <stdexcept>
 #include <string>
 
@@ -63,6 +64,7 @@ const SearchSpace& default_space() {
       {"num_warps", {4, 8}},
       {"num_stages", {2, 3, 4, 5}},
       {"SPLIT_K", {1, 2, 4, 8}},
+      {"SWAP_AB", {0, 1}},
   }};
   return space;
 }

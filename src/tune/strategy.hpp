@@ -131,14 +131,18 @@ Measured successive_halving(const StageSearch& s, MeasureDoor& door);
 // well. GROUP_SIZE_M only reorders blocks where an expert has one M-tile, which the model (and
 // prune's duplicate_effect) takes as no effect, yet it moved block-fp8 GEMM2 at M = 1024 by 7%
 // (m64n64k128 s3: g1 116.8 us, g16 109.4; bench/results/2026-11-30_h200_fourth_session_call1.md);
-// stages, warps and split-K trade latency hiding against occupancy in ways it only estimates.
+// stages, warps and split-K trade latency hiding against occupancy in ways it only estimates;
+// swap-AB changes the MMA, which the model does not see at all.
 // Ordinal keys step to adjacent values of the space; the others take every other value.
 struct NeighbourKey {
   std::string_view key;
   bool ordinal;
 };
-inline constexpr std::array<NeighbourKey, 4> kNeighbourKeys = {
-    {{"GROUP_SIZE_M", false}, {"num_stages", true}, {"num_warps", false}, {"SPLIT_K", true}}};
+inline constexpr std::array<NeighbourKey, 5> kNeighbourKeys = {{{"GROUP_SIZE_M", false},
+                                                                 {"num_stages", true},
+                                                                 {"num_warps", false},
+                                                                 {"SPLIT_K", true},
+                                                                 {"SWAP_AB", false}}};
 // strategies/neighbourhood.cpp: c with one of kNeighbourKeys changed to another value of
 // `space`, kept when validation_reason passes it for (shape, gpu, M, stage). Tile sizes never
 // change, so a down config keeps the alignment's BLOCK_SIZE_M.

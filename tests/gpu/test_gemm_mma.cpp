@@ -6,6 +6,7 @@
 // <= 1e-2 (bf16/fp16) or 5e-2 (fp8), and split-K results bit-identical across two launches.
 // bf16/fp16 also run GEMM1 with SiLU(gate)·up fused (GemmStage::up_act, out [M*topk, N]) against
 // silu(gate)·up of the fp64 reference: every config above (split-K, wgmma, N-tails at N = 192).
+// Swap-AB configs (SWAP_AB = 1, sm_90a) run where the GPU is sm_90a and are skipped elsewhere.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -37,9 +38,17 @@ std::vector<KernelConfig> configs_for(const MoeShape& s) {
             cfg(128, 128, 128, 8, 8, 6), cfg(64, 256, 128, 8, 8, 4), cfg(128, 128, 128, 8, 8, 4, 3),
             // ... one consumer warpgroup, compiled for 3 blocks per SM with the registers split
             // (tile_math::gemm_wgmma_min_blocks; split-K 2 above too): the default at M >= 1024
-            cfg(64, 64, 128, 8, 4, 4), cfg(64, 64, 128, 8, 4, 2)};
+            cfg(64, 64, 128, 8, 4, 4), cfg(64, 64, 128, 8, 4, 2),
+            // swap-AB (sm_90a; refused and skipped elsewhere): m16/m32 tokens as the wgmma N,
+            // one and two warpgroups, 64..256 weight rows, split-K, GEMM1 warp-specialized
+            swapped(cfg(16, 128, 128, 1, 4, 4)), swapped(cfg(16, 64, 128, 1, 4, 3)),
+            swapped(cfg(32, 256, 128, 1, 8, 3)), swapped(cfg(16, 128, 128, 1, 4, 4, 2)),
+            swapped(cfg(32, 128, 128, 1, 4, 2, 3))};
   return {cfg(16, 64, 128, 1, 4, 4), cfg(16, 64, 64, 1, 4, 4, 4), cfg(32, 128, 64, 1, 8, 5, 3),
           cfg(64, 256, 128, 32, 8, 2),
+          // swap-AB, 16-bit: fused GEMM1 pairs a gate and an up slice per warpgroup
+          swapped(cfg(16, 128, 64, 1, 4, 4)), swapped(cfg(32, 256, 64, 1, 8, 3, 2)),
+          swapped(cfg(16, 256, 64, 1, 4, 3)),
           // wgmma on sm_90a (rows of 128 bytes, warpgroup tiles):
           cfg(64, 128, 64, 8, 4, 3), cfg(128, 128, 64, 16, 8, 3), cfg(64, 128, 64, 8, 4, 4, 2),
           cfg(64, 256, 64, 8, 4, 3), cfg(128, 64, 64, 8, 4, 3), cfg(256, 128, 64, 8, 8, 3)};

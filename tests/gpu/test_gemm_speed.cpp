@@ -31,16 +31,13 @@ namespace {
 constexpr int kSets = 16;     // routing sets per graph (one call each)
 constexpr int kReplays = 15;  // timed replays (after one warm-up)
 
-std::string cfg_text(const KernelConfig& c) {
-  return fmt::format("m{}n{}k{}_g{}_w{}_s{}_sk{}", c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K,
-                     c.GROUP_SIZE_M, c.num_warps, c.num_stages, c.SPLIT_K);
-}
+std::string cfg_text(const KernelConfig& c) { return config_name(c); }
 std::string cfg_json(const KernelConfig& c) {
   return fmt::format(
       "{{\"BLOCK_SIZE_M\": {}, \"BLOCK_SIZE_N\": {}, \"BLOCK_SIZE_K\": {}, \"GROUP_SIZE_M\": {}, "
-      "\"num_warps\": {}, \"num_stages\": {}, \"SPLIT_K\": {}}}",
+      "\"num_warps\": {}, \"num_stages\": {}, \"SPLIT_K\": {}, \"SWAP_AB\": {}}}",
       c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.BLOCK_SIZE_K, c.GROUP_SIZE_M, c.num_warps, c.num_stages,
-      c.SPLIT_K);
+      c.SPLIT_K, c.SWAP_AB);
 }
 
 // Candidate configs for M (both stages; the ones a stage cannot run are skipped).
@@ -62,6 +59,14 @@ std::vector<KernelConfig> candidates(const MoeShape& s, int64_t M) {
     v.push_back(cfg(16, 128, 64, 1, 4, 5, 2));
     v.push_back(cfg(32, 64, 128, 1, 4, 4));
     v.push_back(cfg(32, 128, 128, 1, 8, 4));
+    // swap-AB (sm_90a): weights as the wgmma's A, 128-byte rows
+    const int bk = fp8 ? 128 : 64;
+    for (int st : {3, 4, 5}) v.push_back(swapped(cfg(16, 128, bk, 1, 4, st)));
+    v.push_back(swapped(cfg(16, 64, bk, 1, 4, 4)));
+    v.push_back(swapped(cfg(16, 256, bk, 1, 4, 3)));
+    v.push_back(swapped(cfg(16, 256, bk, 1, 8, 4)));
+    v.push_back(swapped(cfg(32, 128, bk, 1, 4, 4)));
+    v.push_back(swapped(cfg(16, 128, bk, 1, 4, 4, 2)));
   }
   if (M >= 64) {
     // mma.sync tiles

@@ -32,5 +32,10 @@ inline KernelConfig cfg(int bm, int bn, int bk, int g, int w, int st, int sk = 1
   c.SPLIT_K = sk;
   return c;
 }
+// The same tile with SWAP_AB = 1 (weights as the wgmma's A: sm_90a only).
+inline KernelConfig swapped(KernelConfig c) {
+  c.SWAP_AB = 1;
+  return c;
+}
 
 }  // namespace moetune::gemm::testing

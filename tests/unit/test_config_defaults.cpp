@@ -87,17 +87,38 @@ TEST(ConfigDefaults, MoetuneDecodeUsesSmallTilesAndSplitK) {
 // M = 8..256 (spe 0.25..8): still m16, no split (M=8: ~57 active experts x 8 N-tiles = 459
 // blocks, over both budgets), up n64 k128 s4, down k64: 16-bit n64 s3 (more blocks than 4 per
 // SM, so the ring shrinks to fit 32 KB); block fp8 n64 s5 below one slot per expert (M < 32 at
-// topk 8 of 256), n128 s3 from it on (sm_90a).
+// topk 8 of 256), n128 s3 from it on (sm_90a). Block fp8 on sm_90a swaps A and B (SWAP_AB 1:
+// m16 n128 k128, up s3, down s2) at spe 0.25..1 and 2..8 (M = 8..31 and 64..256 here); at
+// spe 1..2 (M = 32..63) the unswapped tiles measured faster in the layer.
 TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
+  const KernelConfig swap_up{16, 128, 128, 1, 4, 3, 1, 1}, swap_down{16, 128, 128, 1, 4, 2, 1, 1};
   for (const MoeShape* s : {&kQwenBf16, &kQwenFp8, &kDsv3Fp8}) {
     const bool fp8 = s->dtype == Dtype::fp8_w8a8;
-    for (int M : {8, 16, 31, 32, 64, 256}) {
-      EXPECT_EQ(up_at(*s, M), (KernelConfig{16, 64, 128, 1, 4, 4, 1})) << M;
-      const KernelConfig down = !fp8 ? KernelConfig{16, 64, 64, 1, 4, 3, 1}
+    for (int M : {8, 16, 31, 32, 63, 64, 256}) {
+      const bool swap = fp8 && (M < 32 || M >= 64);
+      const KernelConfig up = swap ? swap_up : KernelConfig{16, 64, 128, 1, 4, 4, 1};
+      EXPECT_EQ(up_at(*s, M), up) << M;
+      const KernelConfig down = swap ? swap_down
+                                : !fp8 ? KernelConfig{16, 64, 64, 1, 4, 3, 1}
                                 : M < 32 ? KernelConfig{16, 64, 64, 1, 4, 5, 1}
                                          : KernelConfig{16, 128, 64, 1, 4, 3, 1};
       EXPECT_EQ(down_at(*s, M), down) << M;
     }
+  }
+  // Not below a quarter slot per expert (M = 1..7: the split-K tiles), nor past spe 8.
+  EXPECT_EQ(up_at(kQwenFp8, 7).SWAP_AB, 0);
+  EXPECT_EQ(up_at(kQwenFp8, 257).SWAP_AB, 0);
+}
+
+// Swap-AB runs on wgmma: the RTX PRO 6000 (sm_120) and per-tensor fp8 (not measured) keep the
+// unswapped tiles at every decode size.
+TEST(ConfigDefaults, MoetuneSwapAbOnlyOnSm90aBlockFp8) {
+  const MoeShape tensor_fp8 = shape(256, 1, 256, 3072, 8, Dtype::fp8_w8a8, std::nullopt);
+  for (int M : {8, 64, 256}) {
+    EXPECT_EQ(moetune_default_config(kQwenFp8, gpu(test::kRtxPro6000), M, false).SWAP_AB, 0);
+    EXPECT_EQ(moetune_default_config(kQwenFp8, gpu(test::kRtxPro6000), M, true).SWAP_AB, 0);
+    EXPECT_EQ(up_at(tensor_fp8, M).SWAP_AB, 0);
+    EXPECT_EQ(down_at(kQwenBf16, M).SWAP_AB, 0);
   }
 }
 

@@ -147,6 +147,31 @@ TEST(ConfigTableJson, MissingClassicKeyIsAnErrorButSplitKDefaultsToOne) {
   nlohmann::json split = kEntry;
   split["SPLIT_K"] = 4;
   EXPECT_EQ(parse_config_table({{"2", split}}, "t").entries.at(2).config.SPLIT_K, 4);
+  // SWAP_AB: optional, 0 by default, 0 is a value (validation narrows to {0, 1}), -1 is not.
+  EXPECT_EQ(parse_config_table({{"2", kEntry}}, "t").entries.at(2).config.SWAP_AB, 0);
+  nlohmann::json swap = kEntry;
+  swap["SWAP_AB"] = 0;
+  EXPECT_EQ(parse_config_table({{"2", swap}}, "t").entries.at(2).config.SWAP_AB, 0);
+  swap["SWAP_AB"] = 1;
+  EXPECT_EQ(parse_config_table({{"2", swap}}, "t").entries.at(2).config.SWAP_AB, 1);
+  swap["SWAP_AB"] = -1;
+  const InputError e = parse_error({{"2", swap}});
+  EXPECT_EQ(e.field(), "config[2].SWAP_AB");
+  EXPECT_EQ(e.value(), "-1");
+}
+
+// Written after SPLIT_K only when set, so a table without swap-AB keeps the servers' schema; the
+// short name gains "_ab1" (names of unswapped configs are those of every earlier log).
+TEST(ConfigTableJson, SwapAbIsWrittenOnlyWhenSet) {
+  KernelConfig c{16, 128, 128, 1, 4, 3, 1, 1};
+  EXPECT_EQ(to_json(c)["SWAP_AB"], 1);
+  const std::string text = dump_config_table({{8, c}});
+  EXPECT_NE(text.find("\"SWAP_AB\": 1"), std::string::npos) << text;
+  EXPECT_LT(text.find("\"num_stages\""), text.find("\"SWAP_AB\"")) << text;
+  EXPECT_EQ(config_name(c), "m16n128k128_g1_w4_s3_sk1_ab1");
+  c.SWAP_AB = 0;
+  EXPECT_FALSE(to_json(c).contains("SWAP_AB"));
+  EXPECT_EQ(config_name(c), "m16n128k128_g1_w4_s3_sk1");
 }
 
 TEST(ConfigTableJson, UnknownConfigKeysAreKeptForValidation) {

@@ -73,6 +73,28 @@ TEST(ConfigValidate, EachAllowedSetFiresAlone) {
   c = kValid;
   c.SPLIT_K = 3;
   expect_only(c, t, "SPLIT_K", "3", "{1, 2, 4, 8}");
+  c = kValid;
+  c.SWAP_AB = 2;
+  expect_only(c, t, "SWAP_AB", "2", "{0, 1}");
+}
+
+// Swap-AB runs on sm_90a's wgmma with 128-byte rows and 16/32 token rows; 16-bit tiles must pair
+// a gate and an up slice per warpgroup (GEMM1 is fused at decode).
+TEST(ConfigValidate, SwapAbWhereTheKernelRunsIt) {
+  const KernelConfig ok{16, 128, 128, 1, 4, 3, 1, 1};
+  EXPECT_TRUE(validate_config(ok, fp8_block(test::kH200), 8).empty());
+  expect_only(ok, fp8_block(test::kRtxPro6000), "SWAP_AB", "1", "moetune's GEMM kernel");
+  KernelConfig c = ok;
+  c.BLOCK_SIZE_M = 64;
+  expect_only(c, fp8_block(test::kH200), "SWAP_AB", "1", "moetune's GEMM kernel");
+  c = ok;
+  c.BLOCK_SIZE_K = 64;  // 64-byte fp8 rows
+  expect_only(c, fp8_block(test::kH200), "SWAP_AB", "1", "moetune's GEMM kernel");
+  c = ok;
+  c.BLOCK_SIZE_K = 64;  // bf16: 128-byte rows, 128 weight rows per warpgroup
+  EXPECT_TRUE(validate_config(c, bf16(test::kH200), 8).empty());
+  c.BLOCK_SIZE_N = 64;  // 64 rows: no gate/up pair
+  expect_only(c, bf16(test::kH200), "SWAP_AB", "1", "moetune's GEMM kernel");
 }
 
 TEST(ConfigValidate, ThreadsPerBlockOverTheCudaLimit) {

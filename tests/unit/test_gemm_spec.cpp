@@ -287,6 +287,40 @@ TEST(GemmSpec, PicksWgmmaOnSm90aForEligibleTiles) {
             "moe_gemm_mma.cuh");
 }
 
+// SWAP_AB 1 is the wgmma kernel's swap-AB instance on sm_90a; anywhere else, or with a tile it
+// cannot run, gemm_kernel_spec refuses it naming the key or the config.
+TEST(GemmSpec, SwapAbInstanceAndRefusals) {
+  const auto fp8 = qwen_tp4(Dtype::fp8_w8a8, true);
+  const auto bf16 = qwen_tp4(Dtype::bf16, false);
+  KernelConfig c = testing::swapped(cfg(16, 128, 128, 1, 4, 3));
+  EXPECT_TRUE(gemm_uses_wgmma(fp8, c, "sm_90a"));
+  EXPECT_FALSE(gemm_uses_wgmma(fp8, c, "sm_120"));
+  const auto spec = gemm_kernel_spec(fp8, c, GemmStage::down, "sm_90a");
+  EXPECT_EQ(spec.file, "moe_gemm_wgmma_sm90a.cuh");
+  EXPECT_EQ(spec.template_args.back(), (std::pair<std::string, std::string>{"SWAP_AB", "1"}));
+  EXPECT_EQ(spec.name, "moe_gemm_down_fp8b_wgmma_m16n128k128_g1_w4_s3_sk1_ab1_N256_K3072_topk8_b128x128");
+  EXPECT_EQ(gemm_kernel_spec(fp8, cfg(64, 128, 128, 8, 4, 3), GemmStage::up, "sm_90a")
+                .template_args.back(),
+            (std::pair<std::string, std::string>{"SWAP_AB", "0"}));
+  try {
+    (void)gemm_kernel_spec(fp8, c, GemmStage::up, "sm_120");
+    ADD_FAILURE() << "sm_120 ran swap-AB";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "SWAP_AB");
+  }
+  for (const KernelConfig& bad : {testing::swapped(cfg(64, 128, 128, 8, 4, 3)),
+                                  testing::swapped(cfg(16, 128, 64, 1, 4, 3))}) {
+    EXPECT_THROW((void)gemm_kernel_spec(fp8, bad, GemmStage::up, "sm_90a"), InputError)
+        << config_name(bad);
+  }
+  // 16-bit: 64 weight rows per warpgroup run unfused, not fused (no gate/up slice pair).
+  const KernelConfig n64 = testing::swapped(cfg(16, 64, 64, 1, 4, 3));
+  EXPECT_NO_THROW((void)gemm_kernel_spec(bf16, n64, GemmStage::down, "sm_90a"));
+  EXPECT_THROW((void)gemm_kernel_spec(bf16, n64, GemmStage::up_act, "sm_90a"), InputError);
+  EXPECT_NO_THROW((void)gemm_kernel_spec(bf16, testing::swapped(cfg(16, 128, 64, 1, 4, 3)),
+                                         GemmStage::up_act, "sm_90a"));
+}
+
 TEST(GemmSpec, RefusesWhatTheKernelCannotRun) {
   auto fp8 = qwen_tp4(Dtype::fp8_w8a8, true);
   try {
@@ -447,6 +481,34 @@ TEST_F(GemmNvrtc, WarpSpecializedKernelCarriesTheRegisterSplit) {
     EXPECT_NE(r.log.find(" 0 bytes spill stores"), std::string::npos) << r.spec.name << "\n"
                                                                       << r.log;
     EXPECT_EQ(r.log.find("C7508"), std::string::npos) << r.spec.name << "\n" << r.log;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// Swap-AB instances compile for sm_90a without spilling: block fp8 GEMM1 (warp-specialized,
+// K = 3072) and GEMM2, one and two warpgroups, m16 and m32, split-K; 16-bit fused and not.
+TEST_F(GemmNvrtc, SwapAbInstancesCompileWithoutSpills) {
+  if (!skip_.empty()) GTEST_SKIP() << skip_;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("moetune-swap-test-" + std::to_string(::getpid()));
+  cuda::Jit jit(dir.string());
+  const MoeShape f8 = qwen_tp4(Dtype::fp8_w8a8, true), b16 = qwen_tp4(Dtype::bf16, false);
+  using testing::swapped;
+  std::vector<cuda::KernelSpec> specs;
+  for (GemmStage st : {GemmStage::up, GemmStage::down}) {
+    for (const KernelConfig& c : {swapped(cfg(16, 128, 128, 1, 4, 3)),
+                                  swapped(cfg(32, 256, 128, 1, 8, 4)),
+                                  swapped(cfg(16, 64, 128, 1, 4, 2, 2))})
+      specs.push_back(gemm_kernel_spec(f8, c, st, "sm_90a"));
+  }
+  for (GemmStage st : {GemmStage::up_act, GemmStage::down})
+    specs.push_back(gemm_kernel_spec(b16, swapped(cfg(16, 128, 64, 1, 4, 4)), st, "sm_90a"));
+  for (auto& s : specs) s.options.push_back("--ptxas-options=-v");
+  for (const auto& r : jit.compile_many(specs, 2)) {
+    ASSERT_FALSE(r.cubin.empty()) << r.spec.name << "\n" << r.log;
+    EXPECT_NE(r.log.find(" 0 bytes spill stores"), std::string::npos) << r.spec.name << "\n"
+                                                                      << r.log;
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);

@@ -48,9 +48,9 @@ TEST(Prune, H200Fp8BlockPrunesBlockK256ByBlockK) {
   for (int M : o.batch) {
     for (Stage stage : {Stage::up, Stage::down}) {
       const StagePlan p = plan_stage(o, M, stage, std::nullopt);
-      // A third of the 7,680 configs have BLOCK_SIZE_K 256 > block_k 128: every one is
+      // A third of the 15,360 configs have BLOCK_SIZE_K 256 > block_k 128: every one is
       // counted under block_k, whatever else is wrong with it.
-      EXPECT_EQ(p.pruned.at("block_k"), 2560) << M;
+      EXPECT_EQ(p.pruned.at("block_k"), 5120) << M;
       for (const KernelConfig& c : p.candidates) {
         EXPECT_NE(c.BLOCK_SIZE_K, 256);
         EXPECT_EQ(validation_reason(c, o.shape, o.gpu, M, stage), "") << M;
@@ -61,7 +61,7 @@ TEST(Prune, H200Fp8BlockPrunesBlockK256ByBlockK) {
         const auto all = default_space().configs();
         return std::find(all.begin(), all.end(), p.default_config) != all.end();
       }();
-      EXPECT_EQ(p.space, 7680 + (default_in_space ? 0 : 1)) << M;
+      EXPECT_EQ(p.space, 15360 + (default_in_space ? 0 : 1)) << M;
       EXPECT_EQ(long(p.candidates.size()) + total(p.pruned), p.space) << M;
       // The default is always measured.
       EXPECT_NE(std::find(p.candidates.begin(), p.candidates.end(), p.default_config),
@@ -184,11 +184,11 @@ TEST(Plan, DryRunJsonKeysExactly) {
     std::set<std::string> rk;
     for (const auto& [k, v] : row.items()) rk.insert(k);
     EXPECT_EQ(rk, (std::set<std::string>{"M", "space", "candidates", "pruned"}));
-    EXPECT_EQ(row.at("space"), 15360);
+    EXPECT_EQ(row.at("space"), 30720);
     EXPECT_TRUE(row.at("candidates").is_number_integer());
     EXPECT_GT(row.at("candidates").get<long>(), 2);
-    EXPECT_LT(row.at("candidates").get<long>(), 15360 / 5);
-    EXPECT_EQ(row.at("pruned").at("block_k"), 5120);
+    EXPECT_LT(row.at("candidates").get<long>(), 30720 / 5);
+    EXPECT_EQ(row.at("pruned").at("block_k"), 10240);
     long pruned = 0;
     for (const auto& [reason, count] : row.at("pruned").items()) pruned += count.get<long>();
     EXPECT_EQ(row.at("candidates").get<long>() + pruned, row.at("space").get<long>());
@@ -226,9 +226,9 @@ TEST(Plan, AccountingHoldsForTheDefaultModelOnH200) {
   TuneOptions o = options(load_model(kDefaultPreset, mo), "H200", {});
   ASSERT_EQ(o.shape.dtype, Dtype::fp8_w8a8);
   expect_accounting_holds(o);
-  // The default at M=1 (fp8 up: SPLIT_K 8) is inside the space: the row is exactly 2 x 7,680.
+  // The default at M=1 (fp8 up: SPLIT_K 8) is inside the space: the row is exactly 2 x 15,360.
   EXPECT_EQ(default_config(o, 1, Stage::up).SPLIT_K, 8);
-  EXPECT_EQ(plan_stage(o, 1, Stage::up).space, 7680);
+  EXPECT_EQ(plan_stage(o, 1, Stage::up).space, 15360);
 }
 
 TEST(Plan, AccountingHoldsForBf16MixtralTp2OnH200) {

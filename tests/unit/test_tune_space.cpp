@@ -10,26 +10,29 @@
 namespace moetune::tune {
 namespace {
 
-TEST(SearchSpace, Classic1920TimesSplitK) {
+TEST(SearchSpace, Classic1920TimesSplitKAndSwapAb) {
   const SearchSpace& s = default_space();
   std::size_t classic = 1;
-  std::size_t split_k = 0;
+  std::size_t split_k = 0, swap_ab = 0;
   for (const auto& [key, values] : s.axes) {
     if (key == "SPLIT_K") {
       split_k = values.size();
+    } else if (key == "SWAP_AB") {
+      swap_ab = values.size();
     } else {
       classic *= values.size();
     }
   }
   EXPECT_EQ(classic, 1920u);
   EXPECT_EQ(split_k, 4u);
-  EXPECT_EQ(s.size(), 1920u * 4u);
+  EXPECT_EQ(swap_ab, 2u);
+  EXPECT_EQ(s.size(), 1920u * 4u * 2u);
   const std::vector<KernelConfig> all = s.configs();
-  ASSERT_EQ(all.size(), 7680u);
-  EXPECT_EQ(std::set<KernelConfig>(all.begin(), all.end()).size(), 7680u);
+  ASSERT_EQ(all.size(), 15360u);
+  EXPECT_EQ(std::set<KernelConfig>(all.begin(), all.end()).size(), 15360u);
   // Corners of the space are present.
   const KernelConfig small{16, 32, 64, 1, 4, 2, 1};
-  const KernelConfig large{256, 256, 256, 64, 8, 5, 8};
+  const KernelConfig large{256, 256, 256, 64, 8, 5, 8, 1};
   EXPECT_NE(std::find(all.begin(), all.end(), small), all.end());
   EXPECT_NE(std::find(all.begin(), all.end(), large), all.end());
 }
@@ -54,7 +57,8 @@ TEST(SearchSpace, JsonListsEachAxis) {
   EXPECT_EQ(j.at("BLOCK_SIZE_M"), nlohmann::json({16, 32, 64, 128, 256}));
   EXPECT_EQ(j.at("num_stages"), nlohmann::json({2, 3, 4, 5}));
   EXPECT_EQ(j.at("SPLIT_K"), nlohmann::json({1, 2, 4, 8}));
-  EXPECT_EQ(j.size(), 7u);
+  EXPECT_EQ(j.at("SWAP_AB"), nlohmann::json({0, 1}));
+  EXPECT_EQ(j.size(), 8u);
 }
 
 }  // namespace

@@ -581,7 +581,7 @@ TEST(Tuner, ResumeUnderABudgetReplaysAFinishedMWithoutTheEvaluator) {
 TEST(Tuner, ResumeOfAFinishedBudgetRunRepeatsItsNotReachedMs) {
   const auto out = temp_dir("resume_unreached");
   TuneOptions o = options(out, {64, 128, 256, 512});
-  o.budget_s = 12;
+  o.budget_s = 10;
   std::vector<std::string> first;
   {
     SyntheticEvaluator ev(informative(o));
