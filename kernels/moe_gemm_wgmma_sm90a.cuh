@@ -28,7 +28,17 @@
 // so n8 chunk j < NT/2 and j + NT/2 of a thread hold gate and up of the same columns. The staged
 // output rows are BLOCK_SIZE_N/2 columns wide.
 //
-// Chosen by src/gemm for arch sm_90a when tile_math::gemm_wgmma_eligible(config) holds.
+// SWAP_AB = 1 (decode, BLOCK_SIZE_M 16 or 32): the weight tile is wgmma's A and the tile's token
+// rows its B, m64 x BLOCK_SIZE_M x k per slice: each of the num_warps / 4 warpgroups owns
+// BLOCK_SIZE_N / (num_warps / 4) weight rows (MI m64 slices) and every token row. The ring, copy
+// plan, producer warpgroup and split-K are the same (A and B tiles keep their places in a stage;
+// only the descriptors swap). Accumulator (slice i, n8 chunk j) of thread (warp w, lane l) is
+// weight row 64i + 16w + l/4 (+8) of token 8j + 2(l%4) (+1): block-fp8 scales fold per slice
+// (weight) and per column (token); the epilogue transposes through shared memory; fused
+// SiLU(gate)·up pairs slice i (gate rows) with slice i + MI/2 (the up rows of the same columns).
+//
+// Chosen by src/gemm for arch sm_90a when tile_math::gemm_wgmma_eligible(config) holds, or
+// SWAP_AB is 1 (tile_math::gemm_swapab_violation says what swap-AB needs).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
