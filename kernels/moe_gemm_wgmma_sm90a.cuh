@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(
                                                 kBytes, kBlockScale, kAct) == nullptr,
                 "SWAP_AB: see tile_math::gemm_swapab_violation's reason on the host");
   static_assert(!kSwap || !kBlockScale || kSBN % 64 == 0,
-                "SWAP_AB with block fp8: block_n must be a multiple of 64 (one scale per m64 slice)");
+                "SWAP_AB with block fp8: block_n must be a multiple of 64 (a scale per m64 slice)");
   static_assert(kStageBytes % 1024 == 0 && kATile % 1024 == 0, "stages must stay 1024-byte aligned");
   static_assert(GROUP_SIZE_M >= 1, "GROUP_SIZE_M must be >= 1");
   static_assert(BLOCK_SIZE_M % 16 == 0, "BLOCK_SIZE_M must be a multiple of 16");

@@ -9,7 +9,9 @@ build=${1:-$root/build-gemm}
 [ -f "$build/build.ninja" ] || cmake -S "$root" -B "$build" -G Ninja >/dev/null
 cmake --build "$build" --target moetune_gemm -j2
 mkdir -p "$root/.devbin"
-libs="$build/src/gemm/libmoetune_gemm.a $build/src/cuda/libmoetune_cuda.a $build/src/config/libmoetune_config.a $build/src/model/libmoetune_model.a $build/src/perf/libmoetune_perf.a"
+libs="$build/src/gemm/libmoetune_gemm.a $build/src/cuda/libmoetune_cuda.a"
+libs="$libs $build/src/config/libmoetune_config.a $build/src/model/libmoetune_model.a"
+libs="$libs $build/src/perf/libmoetune_perf.a"  # config_name (config), roofline (perf)
 for t in test_gemm_mma test_gemm_speed; do
   g++ -std=c++20 -O2 -DFMT_HEADER_ONLY -I"$root/src" -I"$root/include" -I"$root" \
       -I/usr/local/cuda/include "$root/tests/gpu/$t.cpp" $libs \

@@ -92,7 +92,8 @@ nlohmann::json to_json(const KernelConfig& c);  // classic keys, then SPLIT_K / 
 nlohmann::json to_json(const ConfigTable& t);   // only batch-size keys
 ConfigTable to_table(const ParsedTable& p);
 // The table as servers write it: 4-space indent, keys in numeric order, config keys in classic
-// order (then SPLIT_K when != 1, SWAP_AB when != 0), ending in a newline. (nlohmann::json would sort "1024" < "16".)
+// order (then SPLIT_K when != 1, SWAP_AB when != 0), ending in a newline. (nlohmann::json
+// would sort "1024" < "16".)
 std::string dump_config_table(const ConfigTable& t);
 // dump_config_table, written with write_file_atomic.
 void write_config_table(const std::filesystem::path& path, const ConfigTable& t);

@@ -194,8 +194,8 @@ __device__ __forceinline__ void mma_m64n256k32_e4m3(float (&d)[128], unsigned lo
 #endif
 }
 
-// d[8] (+)= A[64 x 16] (desc a) * B[16 x 16]^T (desc b); scale_d 0 overwrites d. Swap-AB:
-// A holds weight rows, B the tile's token rows.
+// d[8] (+)= A[64 x 16] (desc a) * B[16 x 16]^T (desc b); scale_d 0 overwrites
+// d. Swap-AB: A holds weight rows, B the tile's token rows.
 __device__ __forceinline__ void mma_m64n16k16_bf16(float (&d)[8], unsigned long long a,
                                                         unsigned long long b, int scale_d) {
 #if MOETUNE_WGMMA_OK
@@ -211,8 +211,8 @@ __device__ __forceinline__ void mma_m64n16k16_bf16(float (&d)[8], unsigned long 
 #endif
 }
 
-// d[8] (+)= A[64 x 16] (desc a) * B[16 x 16]^T (desc b); scale_d 0 overwrites d. Swap-AB:
-// A holds weight rows, B the tile's token rows.
+// d[8] (+)= A[64 x 16] (desc a) * B[16 x 16]^T (desc b); scale_d 0 overwrites
+// d. Swap-AB: A holds weight rows, B the tile's token rows.
 __device__ __forceinline__ void mma_m64n16k16_fp16(float (&d)[8], unsigned long long a,
                                                         unsigned long long b, int scale_d) {
 #if MOETUNE_WGMMA_OK
@@ -228,8 +228,8 @@ __device__ __forceinline__ void mma_m64n16k16_fp16(float (&d)[8], unsigned long 
 #endif
 }
 
-// d[8] (+)= A[64 x 32] (desc a) * B[16 x 32]^T (desc b); scale_d 0 overwrites d. Swap-AB:
-// A holds weight rows, B the tile's token rows.
+// d[8] (+)= A[64 x 32] (desc a) * B[16 x 32]^T (desc b); scale_d 0 overwrites
+// d. Swap-AB: A holds weight rows, B the tile's token rows.
 __device__ __forceinline__ void mma_m64n16k32_e4m3(float (&d)[8], unsigned long long a,
                                                         unsigned long long b, int scale_d) {
 #if MOETUNE_WGMMA_OK
@@ -245,8 +245,8 @@ __device__ __forceinline__ void mma_m64n16k32_e4m3(float (&d)[8], unsigned long 
 #endif
 }
 
-// d[16] (+)= A[64 x 16] (desc a) * B[32 x 16]^T (desc b); scale_d 0 overwrites d. Swap-AB:
-// A holds weight rows, B the tile's token rows.
+// d[16] (+)= A[64 x 16] (desc a) * B[32 x 16]^T (desc b); scale_d 0 overwrites
+// d. Swap-AB: A holds weight rows, B the tile's token rows.
 __device__ __forceinline__ void mma_m64n32k16_bf16(float (&d)[16], unsigned long long a,
                                                         unsigned long long b, int scale_d) {
 #if MOETUNE_WGMMA_OK
@@ -262,8 +262,8 @@ __device__ __forceinline__ void mma_m64n32k16_bf16(float (&d)[16], unsigned long
 #endif
 }
 
-// d[16] (+)= A[64 x 16] (desc a) * B[32 x 16]^T (desc b); scale_d 0 overwrites d. Swap-AB:
-// A holds weight rows, B the tile's token rows.
+// d[16] (+)= A[64 x 16] (desc a) * B[32 x 16]^T (desc b); scale_d 0 overwrites
+// d. Swap-AB: A holds weight rows, B the tile's token rows.
 __device__ __forceinline__ void mma_m64n32k16_fp16(float (&d)[16], unsigned long long a,
                                                         unsigned long long b, int scale_d) {
 #if MOETUNE_WGMMA_OK
@@ -279,8 +279,8 @@ __device__ __forceinline__ void mma_m64n32k16_fp16(float (&d)[16], unsigned long
 #endif
 }
 
-// d[16] (+)= A[64 x 32] (desc a) * B[32 x 32]^T (desc b); scale_d 0 overwrites d. Swap-AB:
-// A holds weight rows, B the tile's token rows.
+// d[16] (+)= A[64 x 32] (desc a) * B[32 x 32]^T (desc b); scale_d 0 overwrites
+// d. Swap-AB: A holds weight rows, B the tile's token rows.
 __device__ __forceinline__ void mma_m64n32k32_e4m3(float (&d)[16], unsigned long long a,
                                                         unsigned long long b, int scale_d) {
 #if MOETUNE_WGMMA_OK

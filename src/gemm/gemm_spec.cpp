@@ -65,7 +65,8 @@ void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
     throw InputError("SWAP_AB", std::to_string(c.SWAP_AB), "must be 0 or 1");
   if (c.SWAP_AB == 1) {
     if (arch != "sm_90a")
-      throw InputError("SWAP_AB", "1", fmt::format("runs on Hopper's wgmma: sm_90a only, not {}", arch));
+      throw InputError("SWAP_AB", "1",
+                       fmt::format("runs on Hopper's wgmma: sm_90a only, not {}", arch));
     if (const char* why = tm::gemm_swapab_violation(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N,
                                                     c.BLOCK_SIZE_K, c.num_warps, bytes, block,
                                                     stage == GemmStage::up_act))
