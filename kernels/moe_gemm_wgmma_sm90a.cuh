@@ -73,9 +73,17 @@ __global__ void __launch_bounds__(
         num_warps, tile_math::gemm_wgmma_warp_specialized(DTYPE == tile_math::kDtypeFp8Block,
                                                           STAGE == tile_math::kStageUp ? K : N,
                                                           BLOCK_SIZE_K, SPLIT_K)),
-    tile_math::gemm_wgmma_min_blocks(DTYPE == tile_math::kDtypeFp8Block,
-                                     STAGE == tile_math::kStageUp ? K : N, BLOCK_SIZE_M,
-                                     BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages, SPLIT_K))
+    SWAP_AB != 0 && !tile_math::gemm_wgmma_warp_specialized(
+                        DTYPE == tile_math::kDtypeFp8Block, STAGE == tile_math::kStageUp ? K : N,
+                        BLOCK_SIZE_K, SPLIT_K)
+        ? tile_math::gemm_swapab_min_blocks(tile_math::gemm_smem_bytes(
+              BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_stages,
+              DTYPE <= tile_math::kDtypeFp16 ? 2 : 1, DTYPE <= tile_math::kDtypeFp16 ? 2 : 1,
+              DTYPE == tile_math::kDtypeFp8Block))
+        : tile_math::gemm_wgmma_min_blocks(DTYPE == tile_math::kDtypeFp8Block,
+                                           STAGE == tile_math::kStageUp ? K : N, BLOCK_SIZE_M,
+                                           BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages,
+                                           SPLIT_K))
     moe_gemm_wgmma(const void* __restrict__ a, const float* __restrict__ a_scale,
                  const void* __restrict__ w, const float* __restrict__ w_scale,
                  void* __restrict__ out, const float* __restrict__ topk_weights,
@@ -237,12 +245,29 @@ __global__ void __launch_bounds__(
     a_dst[i] = in_tile ? row * kRowBytes + swizzle_chunk(row, chunk, kChunks) * 16 : -1;
     a_chunk[i] = chunk;
   }
-  const unsigned char* b_src[kBIters];
-  int b_dst[kBIters];
-  int b_chunk[kBIters];
-  bool b_ok[kBIters];
+  // The weight tile's rows are consecutive rows of w (no fused gate/up interleave, no N tail):
+  // a thread copies chunk column ltid % 8 of rows ltid / 8 + i * kBRowStep, a fixed source and
+  // shared-memory stride (the swizzle repeats every 8 rows), so two registers hold its whole
+  // copy plan instead of kBIters pointers and offsets (swap-AB GEMM2: 97-120 registers, 4 blocks
+  // per SM).
+  constexpr int kBRowStep = kLoaders / kChunks;
+  constexpr bool kBStrided = !kAct && !kNTail && kChunks == 8 && kLoaders % kChunks == 0 &&
+                             kBRowStep % 8 == 0 && (BLOCK_SIZE_N * kChunks) % kLoaders == 0;
+  const unsigned char* b_src0 = w_bytes;
+  int b_dst0 = 0;
+  if constexpr (kBStrided) {
+    const int row = ltid / kChunks, chunk = ltid % kChunks;
+    b_src0 = w_bytes + ((long long)expert * N_OUT + n_start + row) * (long long)(K_RED * kBytes) +
+             chunk * 16;
+    b_dst0 = kATile + row * kRowBytes + swizzle_chunk(row, chunk, kChunks) * 16;
+  }
+  constexpr int kBPlan = kBStrided ? 1 : kBIters;  // per-iteration plan entries kept
+  const unsigned char* b_src[kBPlan];
+  int b_dst[kBPlan];
+  int b_chunk[kBPlan];
+  bool b_ok[kBPlan];
 #pragma unroll
-  for (int i = 0; i < kBIters; ++i) {
+  for (int i = 0; i < (kBStrided ? 0 : kBIters); ++i) {
     const int idx = ltid + i * kLoaders;
     const int row = idx / kChunks, chunk = idx % kChunks;
     const bool in_tile = idx < BLOCK_SIZE_N * kChunks;
@@ -271,11 +296,21 @@ __global__ void __launch_bounds__(
       const bool ok = a_ok[i] && (!kKTail || k_off + a_chunk[i] * 16 < K_RED * kBytes);
       ptx::cp_async_16(base + a_dst[i], ok ? a_src[i] + k_off : a_bytes, ok ? 16 : 0);
     }
+    if constexpr (kBStrided) {
+      const bool ok = !kKTail || k_off + (ltid % kChunks) * 16 < K_RED * kBytes;
 #pragma unroll
-    for (int i = 0; i < kBIters; ++i) {
-      if (b_dst[i] < 0) continue;
-      const bool ok = b_ok[i] && (!kKTail || k_off + b_chunk[i] * 16 < K_RED * kBytes);
-      ptx::cp_async_16(base + b_dst[i], ok ? b_src[i] + k_off : w_bytes, ok ? 16 : 0);
+      for (int i = 0; i < kBIters; ++i)
+        ptx::cp_async_16(base + b_dst0 + i * kBRowStep * kRowBytes,
+                         ok ? b_src0 + k_off + (long long)i * kBRowStep * (K_RED * kBytes)
+                            : w_bytes,
+                         ok ? 16 : 0);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBIters; ++i) {
+        if (b_dst[i] < 0) continue;
+        const bool ok = b_ok[i] && (!kKTail || k_off + b_chunk[i] * 16 < K_RED * kBytes);
+        ptx::cp_async_16(base + b_dst[i], ok ? b_src[i] + k_off : w_bytes, ok ? 16 : 0);
+      }
     }
   };
 

@@ -211,6 +211,17 @@ MOETUNE_HD constexpr int gemm_wgmma_min_blocks(bool block_fp8, int k_red, int BL
                             BLOCK_SIZE_M * BLOCK_SIZE_N / (num_warps * 32));
 }
 
+// Blocks per SM a swap-AB kernel without the producer warpgroup (short reductions: GEMM2 at
+// decode) is compiled for: as many as shared memory holds, at most 8 (64 registers a thread at
+// 128 threads), or 0 (no bound) below 2. Its rate follows residency: ncu on the H200 (Qwen3.5 TP4
+// fp8 GEMM2, M = 64, m16n128k128 s2/s3) found 97-120 registers, 4 blocks per SM, 25% occupancy
+// and 62% of DRAM peak; ptxas 13.0 fits the bounded builds without spilling.
+MOETUNE_HD constexpr int gemm_swapab_min_blocks(int smem_bytes) {
+  int b = kSm90SmemPerSm / (smem_bytes + kSm90SmemReservedPerBlock);
+  if (b > 8) b = 8;
+  return b >= 2 ? b : 0;
+}
+
 constexpr int kMaxSplitK = 16;
 
 // Why GEMM1 cannot fuse SiLU(gate)·up into its epilogue (FUSED_ACT), or nullptr. slice_cols: the

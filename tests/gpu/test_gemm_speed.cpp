@@ -61,7 +61,7 @@ std::vector<KernelConfig> candidates(const MoeShape& s, int64_t M) {
     v.push_back(cfg(32, 128, 128, 1, 8, 4));
     // swap-AB (sm_90a): weights as the wgmma's A, 128-byte rows
     const int bk = fp8 ? 128 : 64;
-    for (int st : {3, 4, 5}) v.push_back(swapped(cfg(16, 128, bk, 1, 4, st)));
+    for (int st : {2, 3, 4, 5}) v.push_back(swapped(cfg(16, 128, bk, 1, 4, st)));
     v.push_back(swapped(cfg(16, 64, bk, 1, 4, 4)));
     v.push_back(swapped(cfg(16, 256, bk, 1, 4, 3)));
     v.push_back(swapped(cfg(16, 256, bk, 1, 8, 4)));
