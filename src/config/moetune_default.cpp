@@ -51,22 +51,21 @@ bool block_fp8_decode_down_n128(const MoeShape& shape, const GpuSpec& gpu, doubl
   return shape.dtype == Dtype::fp8_w8a8 && shape.block_shape && gpu.arch() == "sm_90a" &&
          spe >= 1.0;
 }
-// Swap-AB at decode (its rule in moetune_default_config): block fp8 on sm_90a at a quarter of a
-// token slot per expert (spe, M = 8 on the anchors) up to 1, and from 2 to 8 (M = 64..256).
-// GEMMs alone, cold (test_gemm_speed, one H200, bench/results/2026-11-30_h200_swapab.md),
-// m16n128k128 s3 swap-AB / the unswapped m16n64k128 s4 up: Qwen3.5 TP4 M = 8, 64, 256 0.91,
-// 0.99, 0.89; DeepSeek-V3 TP8 0.89, 1.00, 0.91. Layer A/B (bench --vs the former defaults, same
-// file) with both GEMMs swapped: Qwen M = 8, 16, 32, 64, 128, 256: 0.939, 0.882, 1.021, 0.996,
-// 0.964, 0.959; DeepSeek 0.924, 0.856, 1.041, 0.984, 0.951, 0.959 (95% CIs exclude 1): so not
-// at spe 1 (M = 32), where the former n64 s4 up / n128 k64 s3 down stay, nor up to spe 2.
-// Down at s2 (its reduction, N = 256, is two K-tiles: a third slot only costs residency): layer
-// 0.989, 0.996, 0.988 of s3 at M = 8, 64, 256 (Qwen). Not measured: spe below 0.25 (M = 1..4,
-// split-K tiles), 16-bit dtypes (GEMM1 fused with SiLU·up in the layer), per-tensor fp8.
-// Its K-tile is 128 deep (128-byte fp8 rows), so block_k must be a multiple of 128.
+// Swap-AB at decode (its rule in moetune_default_config): block fp8 on sm_90a from a quarter of
+// a token slot per expert (spe; M = 8 on the anchors) to 8 (M = 256). Measured on one H200
+// (bench/results/2026-11-30_h200_swapab.md): GEMMs alone, m16n128k128 s3 swap-AB / the
+// unswapped m16n64k128 s4 up: Qwen3.5 TP4 M = 8, 64, 256 0.91, 0.99, 0.89; DeepSeek-V3 TP8 0.89,
+// 1.00, 0.91. Layer A/B with both GEMMs swapped, before the kernel's occupancy bound: M = 8..256
+// 0.85-0.99 except M = 32, 1.02 / 1.04 (Qwen / DeepSeek); after it (GEMM2 from 4 to 6 blocks
+// per SM), M = 32 0.902 / 0.922 and 48 0.874 / 0.862. Down at s2 (its reduction, N = 256, is two
+// K-tiles: a third slot only costs residency): layer 0.989, 0.996, 0.988 of s3 at M = 8, 64,
+// 256 (Qwen). Not measured: spe below 0.25 (M = 1..4, split-K tiles), 16-bit dtypes (GEMM1
+// fused with SiLU·up in the layer), per-tensor fp8. Its K-tile is 128 deep (128-byte fp8
+// rows), so block_k must be a multiple of 128.
 bool block_fp8_decode_swap(const MoeShape& shape, const GpuSpec& gpu, double spe) {
   return shape.dtype == Dtype::fp8_w8a8 && shape.block_shape &&
-         (*shape.block_shape)[1] % 128 == 0 && gpu.arch() == "sm_90a" &&
-         ((spe >= 0.25 && spe < 1.0) || (spe >= 2.0 && spe <= 8.0));
+         (*shape.block_shape)[1] % 128 == 0 && gpu.arch() == "sm_90a" && spe >= 0.25 &&
+         spe <= 8.0;
 }
 void set_block_fp8_down(KernelConfig& c) {
   c.BLOCK_SIZE_N = 64;
@@ -180,6 +179,25 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     c.num_stages = 4;
     c.BLOCK_SIZE_N = down ? 128 : 64;
     if (block_fp8_down) set_block_fp8_down(c);
+    // Block fp8 on sm_90a, after the wgmma kernel's two-register copy plan (d651a2f): what the
+    // tuner picked at M = 4096 (`moetune tune --batch 4096 --budget 55s`, one H200,
+    // bench/results/2026-11-30_h200_swapab.md section 8): up m64 n256 k128 g16 w8 (two consumer
+    // warpgroups) s4 (Qwen3.5 TP4; DeepSeek-V3 TP8 picked s5), down m64 n128 k128 g16 w4 s3 (both
+    // shapes). Layer against these rules' former tiles (bench --vs): Qwen 0.876, DeepSeek 0.836
+    // (GEMM phase 0.821, 0.797). Measured at spe 128 only; the band starts above spe 64.
+    if (shape.dtype == Dtype::fp8_w8a8 && shape.block_shape &&
+        (*shape.block_shape)[1] % 128 == 0 && gpu.arch() == "sm_90a") {
+      c.GROUP_SIZE_M = 16;
+      if (down) {
+        c.BLOCK_SIZE_N = 128;
+        c.num_warps = 4;
+        c.num_stages = 3;
+      } else {
+        c.BLOCK_SIZE_N = 256;
+        c.num_warps = 8;
+        c.num_stages = 4;
+      }
+    }
   }
 
   // Block fp8: a K-tile never straddles a scale group, so BLOCK_SIZE_K divides block_k (the

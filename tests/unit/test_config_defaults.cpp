@@ -87,24 +87,25 @@ TEST(ConfigDefaults, MoetuneDecodeUsesSmallTilesAndSplitK) {
 // M = 8..256 (spe 0.25..8): still m16, no split (M=8: ~57 active experts x 8 N-tiles = 459
 // blocks, over both budgets), up n64 k128 s4, down k64: 16-bit n64 s3 (more blocks than 4 per
 // SM, so the ring shrinks to fit 32 KB); block fp8 n64 s5 below one slot per expert (M < 32 at
-// topk 8 of 256), n128 s3 from it on (sm_90a). Block fp8 on sm_90a swaps A and B (SWAP_AB 1:
-// m16 n128 k128, up s3, down s2) at spe 0.25..1 and 2..8 (M = 8..31 and 64..256 here); at
-// spe 1..2 (M = 32..63) the unswapped tiles measured faster in the layer.
+// topk 8 of 256), n128 s3 from it on (sm_90a) — where block fp8 on sm_90a does not swap A and
+// B, which it does (SWAP_AB 1: m16 n128 k128, up s3, down s2) at spe 0.25..8 (M = 8..256 here).
 TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   const KernelConfig swap_up{16, 128, 128, 1, 4, 3, 1, 1}, swap_down{16, 128, 128, 1, 4, 2, 1, 1};
   for (const MoeShape* s : {&kQwenBf16, &kQwenFp8, &kDsv3Fp8}) {
-    const bool fp8 = s->dtype == Dtype::fp8_w8a8;
+    const bool fp8 = s->dtype == Dtype::fp8_w8a8;  // block fp8: swap-AB at every M here
     for (int M : {8, 16, 31, 32, 63, 64, 256}) {
-      const bool swap = fp8 && (M < 32 || M >= 64);
-      const KernelConfig up = swap ? swap_up : KernelConfig{16, 64, 128, 1, 4, 4, 1};
+      const KernelConfig up = fp8 ? swap_up : KernelConfig{16, 64, 128, 1, 4, 4, 1};
+      const KernelConfig down = fp8 ? swap_down : KernelConfig{16, 64, 64, 1, 4, 3, 1};
       EXPECT_EQ(up_at(*s, M), up) << M;
-      const KernelConfig down = swap ? swap_down
-                                : !fp8 ? KernelConfig{16, 64, 64, 1, 4, 3, 1}
-                                : M < 32 ? KernelConfig{16, 64, 64, 1, 4, 5, 1}
-                                         : KernelConfig{16, 128, 64, 1, 4, 3, 1};
       EXPECT_EQ(down_at(*s, M), down) << M;
     }
   }
+  // Block fp8 whose block_k is not a multiple of 128 keeps the unswapped decode tiles: n64 s5
+  // below one slot per expert, n128 s3 from it on.
+  const MoeShape bk64 = shape(256, 1, 256, 3072, 8, Dtype::fp8_w8a8, std::array{128, 64});
+  EXPECT_EQ(down_at(bk64, 16), (KernelConfig{16, 64, 64, 1, 4, 5, 1}));
+  EXPECT_EQ(down_at(bk64, 64), (KernelConfig{16, 128, 64, 1, 4, 3, 1}));
+  EXPECT_EQ(up_at(bk64, 64).SWAP_AB, 0);
   // Not below a quarter slot per expert (M = 1..7: the split-K tiles), nor past spe 8.
   EXPECT_EQ(up_at(kQwenFp8, 7).SWAP_AB, 0);
   EXPECT_EQ(up_at(kQwenFp8, 257).SWAP_AB, 0);
@@ -181,13 +182,17 @@ TEST(ConfigDefaults, MoetuneMiddleBand) {
 }
 
 // spe > 64 (M=4096: 128): bf16 m128 k64 g16 w8, up n128 s4, down n256 s3; block fp8 stays at
-// m64 k128 g8 w4, up n64 s4, down n64 s3.
+// m64 k128, on sm_90a with the tuner's M = 4096 picks (g16; up n256 w8 s4, down n128 w4 s3),
+// elsewhere g8 w4, up n64 s4, down n128 s4.
 TEST(ConfigDefaults, MoetunePrefillUsesBigTiles) {
   EXPECT_EQ(up_at(kQwenBf16, 4096), (KernelConfig{128, 128, 64, 16, 8, 4, 1}));
   EXPECT_EQ(down_at(kQwenBf16, 4096), (KernelConfig{128, 256, 64, 16, 8, 3, 1}));
   for (const MoeShape* s : {&kQwenFp8, &kDsv3Fp8}) {
-    EXPECT_EQ(up_at(*s, 4096), (KernelConfig{64, 64, 128, 8, 4, 4, 1}));
-    EXPECT_EQ(down_at(*s, 4096), (KernelConfig{64, 64, 128, 8, 4, 3, 1}));
+    EXPECT_EQ(up_at(*s, 4096), (KernelConfig{64, 256, 128, 16, 8, 4, 1}));
+    EXPECT_EQ(down_at(*s, 4096), (KernelConfig{64, 128, 128, 16, 4, 3, 1}));
+    // The RTX PRO 6000 (sm_120) keeps the rules' tiles (nothing measured there).
+    EXPECT_EQ(moetune_default_config(*s, gpu(test::kRtxPro6000), 4096, false),
+              (KernelConfig{64, 64, 128, 8, 4, 4, 1}));
   }
 }
 

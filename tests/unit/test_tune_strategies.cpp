@@ -189,7 +189,9 @@ TEST(SuccessiveHalving, EachRoundKeepsAShareOfThatRoundOnly) {
   EXPECT_GT(ev.replays_measured(), 2 * n * o.first_replays) << "N=" << n;
   // The progress bar's estimate of a stage's evaluations: every round run, the default
   // rejoining each, the neighbourhood's guess (none here) and decide()'s fresh pair (not here).
-  EXPECT_GE(expected_evaluations(o, p.candidates.size()) - 2, ev.evaluations());
+  // A rejoined default is one more config in the next round's share (ceil), so the halving can
+  // run one evaluation past the estimate.
+  EXPECT_GE(expected_evaluations(o, p.candidates.size()) - 2 + 1, ev.evaluations());
   EXPECT_LE(expected_evaluations(o, p.candidates.size()) - 2 - 3, ev.evaluations());
   // The finalists are the last round's configs: a handful, the default among them.
   EXPECT_LE(m.finalists.size(), static_cast<std::size_t>(n / 27 + 4));
