@@ -486,6 +486,26 @@ TEST_F(GemmNvrtc, WarpSpecializedKernelCarriesTheRegisterSplit) {
   std::filesystem::remove_all(dir, ec);
 }
 
+// Swap-AB without the producer warpgroup (GEMM2's two K-tiles) is compiled for the blocks its
+// shared memory holds, at most 8; GEMM1 (24 K-tiles: warp-specialized) keeps its own rule.
+TEST(GemmTileRules, SwapAbMinBlocksFollowSharedMemory) {
+  EXPECT_EQ(tm::gemm_swapab_min_blocks(tm::gemm_smem_bytes(16, 128, 128, 2, 1, 1, true)), 6);
+  EXPECT_EQ(tm::gemm_swapab_min_blocks(tm::gemm_smem_bytes(16, 128, 128, 3, 1, 1, true)), 4);
+  EXPECT_EQ(tm::gemm_swapab_min_blocks(tm::gemm_smem_bytes(16, 64, 128, 2, 1, 1, true)), 8);
+  EXPECT_EQ(tm::gemm_swapab_min_blocks(200 * 1024), 0);  // one block: no bound
+}
+TEST_F(GemmNvrtc, SwapAbGemm2IsBoundToItsSharedMemoryBlocks) {
+  if (!skip_.empty()) GTEST_SKIP() << skip_;
+  const MoeShape f8 = qwen_tp4(Dtype::fp8_w8a8, true);
+  const KernelConfig c = testing::swapped(cfg(16, 128, 128, 1, 4, 2));
+  const std::string down = cuda::kernel_ptx(gemm_kernel_spec(f8, c, GemmStage::down, "sm_90a"));
+  EXPECT_NE(down.find(".maxntid 128"), std::string::npos);
+  EXPECT_NE(down.find(".minnctapersm 6"), std::string::npos);
+  const std::string up = cuda::kernel_ptx(gemm_kernel_spec(f8, c, GemmStage::up, "sm_90a"));
+  EXPECT_NE(up.find(".maxntid 256"), std::string::npos);  // the producer warpgroup
+  EXPECT_EQ(up.find("minnctapersm 6"), std::string::npos);
+}
+
 // Swap-AB instances compile for sm_90a without spilling: block fp8 GEMM1 (warp-specialized,
 // K = 3072) and GEMM2, one and two warpgroups, m16 and m32, split-K; 16-bit fused and not.
 TEST_F(GemmNvrtc, SwapAbInstancesCompileWithoutSpills) {
