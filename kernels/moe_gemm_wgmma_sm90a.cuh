@@ -339,52 +339,23 @@ __global__ void __launch_bounds__(
     scale_row[q] = slot < 0 ? -1 : (kUp ? (long long)(slot / TOPK) : (long long)slot);
   }
 
-  // Issues (does not wait for) the wgmmas of one ring slot; `first` overwrites d.
+  // Issues (does not wait for) the wgmmas of one ring slot; `overwrite` clears d first. wgmma's A
+  // operand is the m64-sliced one: the warpgroup's token rows, or with swap-AB its weight rows;
+  // B is the other tile (its rows are the wgmma's N).
   auto issue_tile = [&](int stage, float (&d)[MI][kAccN], bool overwrite) {
     const unsigned a_base = smem_base + stage * kStageBytes + wg_m0 * kRowBytes;
     const unsigned b_base = smem_base + stage * kStageBytes + kATile + wg_n0 * kRowBytes;
-    if constexpr (kSwap) {  // A: m64 slices of the weight rows; B: every token row of the tile
+    const unsigned op_a = kSwap ? b_base : a_base, op_b = kSwap ? a_base : b_base;
 #pragma unroll
-      for (int ks = 0; ks < kKSteps; ++ks) {
-        const unsigned long long db = wgmma::make_desc(a_base + ks * 32);
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      const unsigned long long db = wgmma::make_desc(op_b + ks * 32);
 #pragma unroll
-        for (int i = 0; i < MI; ++i) {
-          const unsigned long long da = wgmma::make_desc(b_base + i * 64 * kRowBytes + ks * 32);
-          const int scale_d = (overwrite && ks == 0) ? 0 : 1;
-          if constexpr (kFp8) {
-            if constexpr (kMmaN == 16) wgmma::mma_m64n16k32_e4m3(d[i], da, db, scale_d);
-            else wgmma::mma_m64n32k32_e4m3(d[i], da, db, scale_d);
-          } else if constexpr (DTYPE == kDtypeFp16) {
-            if constexpr (kMmaN == 16) wgmma::mma_m64n16k16_fp16(d[i], da, db, scale_d);
-            else wgmma::mma_m64n32k16_fp16(d[i], da, db, scale_d);
-          } else {
-            if constexpr (kMmaN == 16) wgmma::mma_m64n16k16_bf16(d[i], da, db, scale_d);
-            else wgmma::mma_m64n32k16_bf16(d[i], da, db, scale_d);
-          }
-        }
-      }
-    } else {
-#pragma unroll
-      for (int ks = 0; ks < kKSteps; ++ks) {
-        const unsigned long long db = wgmma::make_desc(b_base + ks * 32);
-#pragma unroll
-        for (int i = 0; i < MI; ++i) {
-          const unsigned long long da = wgmma::make_desc(a_base + i * 64 * kRowBytes + ks * 32);
-          const int scale_d = (overwrite && ks == 0) ? 0 : 1;
-          if constexpr (kFp8) {
-            if constexpr (WN == 64) wgmma::mma_m64n64k32_e4m3(d[i], da, db, scale_d);
-            else if constexpr (WN == 128) wgmma::mma_m64n128k32_e4m3(d[i], da, db, scale_d);
-            else wgmma::mma_m64n256k32_e4m3(d[i], da, db, scale_d);
-          } else if constexpr (DTYPE == kDtypeFp16) {
-            if constexpr (WN == 64) wgmma::mma_m64n64k16_fp16(d[i], da, db, scale_d);
-            else if constexpr (WN == 128) wgmma::mma_m64n128k16_fp16(d[i], da, db, scale_d);
-            else wgmma::mma_m64n256k16_fp16(d[i], da, db, scale_d);
-          } else {
-            if constexpr (WN == 64) wgmma::mma_m64n64k16_bf16(d[i], da, db, scale_d);
-            else if constexpr (WN == 128) wgmma::mma_m64n128k16_bf16(d[i], da, db, scale_d);
-            else wgmma::mma_m64n256k16_bf16(d[i], da, db, scale_d);
-          }
-        }
+      for (int i = 0; i < MI; ++i) {
+        const unsigned long long da = wgmma::make_desc(op_a + i * 64 * kRowBytes + ks * 32);
+        const int scale_d = (overwrite && ks == 0) ? 0 : 1;
+        if constexpr (kFp8) wgmma::mma_e4m3<kMmaN>(d[i], da, db, scale_d);
+        else if constexpr (DTYPE == kDtypeFp16) wgmma::mma_fp16<kMmaN>(d[i], da, db, scale_d);
+        else wgmma::mma_bf16<kMmaN>(d[i], da, db, scale_d);
       }
     }
   };

@@ -296,5 +296,34 @@ __device__ __forceinline__ void mma_m64n32k32_e4m3(float (&d)[16], unsigned long
 #endif
 }
 
+// The m64 x N wgmma of each element type, N in {16, 32, 64, 128, 256} (d holds N / 2 floats).
+template <int N>
+__device__ __forceinline__ void mma_e4m3(float (&d)[N / 2], unsigned long long a,
+                                         unsigned long long b, int scale_d) {
+  if constexpr (N == 16) mma_m64n16k32_e4m3(d, a, b, scale_d);
+  else if constexpr (N == 32) mma_m64n32k32_e4m3(d, a, b, scale_d);
+  else if constexpr (N == 64) mma_m64n64k32_e4m3(d, a, b, scale_d);
+  else if constexpr (N == 128) mma_m64n128k32_e4m3(d, a, b, scale_d);
+  else mma_m64n256k32_e4m3(d, a, b, scale_d);
+}
+template <int N>
+__device__ __forceinline__ void mma_fp16(float (&d)[N / 2], unsigned long long a,
+                                         unsigned long long b, int scale_d) {
+  if constexpr (N == 16) mma_m64n16k16_fp16(d, a, b, scale_d);
+  else if constexpr (N == 32) mma_m64n32k16_fp16(d, a, b, scale_d);
+  else if constexpr (N == 64) mma_m64n64k16_fp16(d, a, b, scale_d);
+  else if constexpr (N == 128) mma_m64n128k16_fp16(d, a, b, scale_d);
+  else mma_m64n256k16_fp16(d, a, b, scale_d);
+}
+template <int N>
+__device__ __forceinline__ void mma_bf16(float (&d)[N / 2], unsigned long long a,
+                                         unsigned long long b, int scale_d) {
+  if constexpr (N == 16) mma_m64n16k16_bf16(d, a, b, scale_d);
+  else if constexpr (N == 32) mma_m64n32k16_bf16(d, a, b, scale_d);
+  else if constexpr (N == 64) mma_m64n64k16_bf16(d, a, b, scale_d);
+  else if constexpr (N == 128) mma_m64n128k16_bf16(d, a, b, scale_d);
+  else mma_m64n256k16_bf16(d, a, b, scale_d);
+}
+
 }  // namespace wgmma
 }  // namespace moetune
