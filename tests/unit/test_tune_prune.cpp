@@ -140,6 +140,27 @@ TEST(Prune, WarmStartSeedsAreMeasuredEvenWhenTheModelWouldDropThem) {
   for (const KernelConfig& c : down.candidates) EXPECT_EQ(c.BLOCK_SIZE_M, worst.BLOCK_SIZE_M);
 }
 
+// The tuner learns SWAP_AB: on an H200 both the swapped and the unswapped decode tiles reach
+// the candidates (the model cannot tell them apart, the hedge keeps both), for both dtypes; on
+// the RTX PRO 6000 (sm_120, no wgmma) every SWAP_AB 1 config is a tile_rule prune.
+TEST(Prune, SwapAbCandidatesOnlyOnHopper) {
+  for (bool fp8 : {true, false}) {
+    const TuneOptions h200 = options(qwen_tp4(fp8), "H200", {64});
+    const TuneOptions rtx = options(qwen_tp4(fp8), "RTX PRO 6000", {64});
+    for (Stage stage : {Stage::up, Stage::down}) {
+      const StagePlan p = plan_stage(h200, 64, stage, std::nullopt);
+      const auto swapped = std::count_if(p.candidates.begin(), p.candidates.end(),
+                                         [](const KernelConfig& c) { return c.SWAP_AB == 1; });
+      EXPECT_GT(swapped, 0) << fp8 << to_string(stage);
+      EXPECT_LT(swapped, static_cast<long>(p.candidates.size())) << fp8 << to_string(stage);
+      for (const KernelConfig& c : p.candidates)
+        if (c.SWAP_AB == 1) EXPECT_LE(c.BLOCK_SIZE_M, 32) << config_name(c);
+      const StagePlan q = plan_stage(rtx, 64, stage, std::nullopt);
+      for (const KernelConfig& c : q.candidates) EXPECT_EQ(c.SWAP_AB, 0) << config_name(c);
+    }
+  }
+}
+
 TEST(Prune, ExhaustiveKeepsEveryValidConfig) {
   TuneOptions o = options(qwen_tp4(true), "H200", {64});
   o.exhaustive = true;
