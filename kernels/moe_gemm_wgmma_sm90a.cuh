@@ -76,10 +76,13 @@ __global__ void __launch_bounds__(
     SWAP_AB != 0 && !tile_math::gemm_wgmma_warp_specialized(
                         DTYPE == tile_math::kDtypeFp8Block, STAGE == tile_math::kStageUp ? K : N,
                         BLOCK_SIZE_K, SPLIT_K)
-        ? tile_math::gemm_swapab_min_blocks(tile_math::gemm_smem_bytes(
-              BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_stages,
-              DTYPE <= tile_math::kDtypeFp16 ? 2 : 1, DTYPE <= tile_math::kDtypeFp16 ? 2 : 1,
-              DTYPE == tile_math::kDtypeFp8Block))
+        ? tile_math::gemm_swapab_min_blocks(
+              tile_math::gemm_smem_bytes(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_stages,
+                                         DTYPE <= tile_math::kDtypeFp16 ? 2 : 1,
+                                         DTYPE <= tile_math::kDtypeFp16 ? 2 : 1,
+                                         DTYPE == tile_math::kDtypeFp8Block),
+              num_warps * 32, BLOCK_SIZE_M * BLOCK_SIZE_N / (num_warps * 32), BLOCK_SIZE_M,
+              DTYPE == tile_math::kDtypeFp8Block)
         : tile_math::gemm_wgmma_min_blocks(DTYPE == tile_math::kDtypeFp8Block,
                                            STAGE == tile_math::kStageUp ? K : N, BLOCK_SIZE_M,
                                            BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages,

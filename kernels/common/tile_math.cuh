@@ -212,13 +212,19 @@ MOETUNE_HD constexpr int gemm_wgmma_min_blocks(bool block_fp8, int k_red, int BL
 }
 
 // Blocks per SM a swap-AB kernel without the producer warpgroup (short reductions: GEMM2 at
-// decode) is compiled for: as many as shared memory holds, at most 8 (64 registers a thread at
-// 128 threads), or 0 (no bound) below 2. Its rate follows residency: ncu on the H200 (Qwen3.5 TP4
-// fp8 GEMM2, M = 64, m16n128k128 s2/s3) found 97-120 registers, 4 blocks per SM, 25% occupancy
-// and 62% of DRAM peak; ptxas 13.0 fits the bounded builds without spilling.
-MOETUNE_HD constexpr int gemm_swapab_min_blocks(int smem_bytes) {
+// decode) is compiled for: as many as shared memory holds, at most 8, and no more than leave
+// each thread its accumulators and 40 registers, or for block fp8 twice its accumulators (the
+// tile's partial sum), BLOCK_SIZE_M (its token columns' scale rows and scales) and 32 (ptxas
+// 13.0 spilled m32n64 w4 s2 at 80 registers and fits every tile of the space this way); 0 (no
+// bound) below 2. Its rate follows residency: ncu on the H200
+// (Qwen3.5 TP4 fp8 GEMM2, M = 64, m16n128k128 s2/s3) found 97-120 registers, 4 blocks per SM,
+// 25% occupancy and 62% of DRAM peak; ptxas 13.0 fits the bounded builds without spilling.
+MOETUNE_HD constexpr int gemm_swapab_min_blocks(int smem_bytes, int threads, int acc_per_thread,
+                                                int BLOCK_SIZE_M, bool block_fp8) {
   int b = kSm90SmemPerSm / (smem_bytes + kSm90SmemReservedPerBlock);
   if (b > 8) b = 8;
+  const int need = block_fp8 ? 2 * acc_per_thread + BLOCK_SIZE_M + 32 : acc_per_thread + 40;
+  while (b >= 2 && kSm90RegsPerSm / (b * threads) / 8 * 8 < need) --b;
   return b >= 2 ? b : 0;
 }
 

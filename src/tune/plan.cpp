@@ -39,6 +39,14 @@ KernelConfig default_config(const TuneOptions& o, int M, Stage stage) {
   return down;
 }
 
+KernelConfig down_baseline_for(const TuneOptions& o, int M, int block_m) {
+  KernelConfig c = default_config(o, M, Stage::down);
+  c.BLOCK_SIZE_M = block_m;
+  if (c.SWAP_AB == 1 && !validation_reason(c, o.shape, o.gpu, M, Stage::down).empty())
+    c.SWAP_AB = 0;
+  return c;
+}
+
 StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage, std::optional<int> up_block_m,
                      const std::vector<KernelConfig>& seeds) {
   PruneOptions po;
@@ -47,8 +55,8 @@ StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage, std::optional<
   po.min_keep = opts.min_keep;
   po.block_m = stage == Stage::down ? up_block_m : std::nullopt;
   po.always = seeds;
-  KernelConfig def = default_config(opts, M, stage);
-  if (po.block_m) def.BLOCK_SIZE_M = *po.block_m;
+  const KernelConfig def = po.block_m ? down_baseline_for(opts, M, *po.block_m)
+                                      : default_config(opts, M, stage);
   return prune(default_space().configs(), opts.shape, opts.gpu, M, stage, def, po);
 }
 

@@ -165,6 +165,11 @@ std::vector<KernelConfig> exhaustive_refine_set(const Measured& screened,
 std::vector<int> tune_batch_sizes(const TuneOptions& o);
 // moetune's default; for down, with the up default's BLOCK_SIZE_M (one alignment).
 KernelConfig default_config(const TuneOptions& o, int M, Stage stage);
+// The down default moved to the up choice's BLOCK_SIZE_M: the baseline down is judged against.
+// A swap-AB default (BLOCK_SIZE_M 16/32 only) that the new BLOCK_SIZE_M rules out falls back to
+// the same tile unswapped (without that, an up winner of 64 rows made down's baseline a config
+// that fails, and the row fell back to both defaults).
+KernelConfig down_baseline_for(const TuneOptions& o, int M, int block_m);
 StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage, std::optional<int> up_block_m,
                      const std::vector<KernelConfig>& seeds);
 // Seconds to tune one stage at one M: compiles (of the configs not yet in `compiled`, which it

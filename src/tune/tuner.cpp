@@ -221,8 +221,7 @@ MResult tune_one(Shared& sh, Evaluator& ev, int M, double sweep_start_s, int rem
 
   // Down: the up choice's BLOCK_SIZE_M. Its baseline is the default with that BLOCK_SIZE_M.
   const int block_m = row.up.chosen.BLOCK_SIZE_M;
-  KernelConfig down_baseline = down_default;
-  down_baseline.BLOCK_SIZE_M = block_m;
+  const KernelConfig down_baseline = down_baseline_for(o, M, block_m);
   if (o.budget_s > 0) {
     door.budget().stage_deadline_s = std::max(
         door.budget().stage_deadline_s, ev.clock_s() + (door.budget().deadline_s - ev.clock_s()) *

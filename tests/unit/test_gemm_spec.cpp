@@ -488,11 +488,17 @@ TEST_F(GemmNvrtc, WarpSpecializedKernelCarriesTheRegisterSplit) {
 
 // Swap-AB without the producer warpgroup (GEMM2's two K-tiles) is compiled for the blocks its
 // shared memory holds, at most 8; GEMM1 (24 K-tiles: warp-specialized) keeps its own rule.
-TEST(GemmTileRules, SwapAbMinBlocksFollowSharedMemory) {
-  EXPECT_EQ(tm::gemm_swapab_min_blocks(tm::gemm_smem_bytes(16, 128, 128, 2, 1, 1, true)), 6);
-  EXPECT_EQ(tm::gemm_swapab_min_blocks(tm::gemm_smem_bytes(16, 128, 128, 3, 1, 1, true)), 4);
-  EXPECT_EQ(tm::gemm_swapab_min_blocks(tm::gemm_smem_bytes(16, 64, 128, 2, 1, 1, true)), 8);
-  EXPECT_EQ(tm::gemm_swapab_min_blocks(200 * 1024), 0);  // one block: no bound
+TEST(GemmTileRules, SwapAbMinBlocksFollowSharedMemoryAndRegisters) {
+  auto fp8 = [](int bm, int bn, int w, int st) {
+    return tm::gemm_swapab_min_blocks(tm::gemm_smem_bytes(bm, bn, 128, st, 1, 1, true), 32 * w,
+                                      bm * bn / (32 * w), bm, true);
+  };
+  EXPECT_EQ(fp8(16, 128, 4, 2), 6);  // shared memory: 6 (80 registers >= 16 x 2 + 16 + 32)
+  EXPECT_EQ(fp8(16, 128, 4, 3), 4);
+  EXPECT_EQ(fp8(16, 64, 4, 2), 8);   // 64 registers >= 8 x 2 + 16 + 32
+  EXPECT_EQ(fp8(32, 64, 4, 2), 5);   // shared memory holds 8; 96 registers need 5
+  EXPECT_EQ(fp8(16, 128, 8, 2), 4);  // 256 threads: 64 registers at 4 blocks, 40 at 6
+  EXPECT_EQ(tm::gemm_swapab_min_blocks(200 * 1024, 128, 16, 16, true), 0);  // one block
 }
 TEST_F(GemmNvrtc, SwapAbGemm2IsBoundToItsSharedMemoryBlocks) {
   if (!skip_.empty()) GTEST_SKIP() << skip_;

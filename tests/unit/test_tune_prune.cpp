@@ -161,6 +161,19 @@ TEST(Prune, SwapAbCandidatesOnlyOnHopper) {
   }
 }
 
+// Down follows up's BLOCK_SIZE_M; a swap-AB down default moved to 64 rows (which swap-AB cannot
+// run) is judged unswapped, as a config that runs (it was a failing baseline before).
+TEST(Prune, DownBaselineAtAnotherBlockMStaysRunnable) {
+  const TuneOptions o = options(qwen_tp4(true), "H200", {64});
+  ASSERT_EQ(default_config(o, 64, Stage::down).SWAP_AB, 1);
+  const StagePlan p = plan_stage(o, 64, Stage::down, 64);
+  EXPECT_EQ(p.default_config.BLOCK_SIZE_M, 64);
+  EXPECT_EQ(p.default_config.SWAP_AB, 0);
+  EXPECT_EQ(validation_reason(p.default_config, o.shape, o.gpu, 64, Stage::down), "");
+  EXPECT_EQ(down_baseline_for(o, 64, 64), p.default_config);
+  EXPECT_EQ(down_baseline_for(o, 64, 32).SWAP_AB, 1);  // 32 rows: still swap-AB
+}
+
 TEST(Prune, ExhaustiveKeepsEveryValidConfig) {
   TuneOptions o = options(qwen_tp4(true), "H200", {64});
   o.exhaustive = true;
