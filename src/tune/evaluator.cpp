@@ -34,6 +34,7 @@ std::uint64_t hash_config(const KernelConfig& c) {
                 c.num_stages, c.SPLIT_K}) {
     h = mix(h ^ static_cast<std::uint64_t>(v));
   }
+  // Mixed in only when set: every SWAP_AB 0 config keeps the noise it had before the key.
   if (c.SWAP_AB != 0) h = mix(h ^ 0x5a5a0000ULL ^ static_cast<std::uint64_t>(c.SWAP_AB));
   return h;
 }

@@ -31,7 +31,6 @@ namespace {
 constexpr int kSets = 16;     // routing sets per graph (one call each)
 constexpr int kReplays = 15;  // timed replays (after one warm-up)
 
-std::string cfg_text(const KernelConfig& c) { return config_name(c); }
 std::string cfg_json(const KernelConfig& c) {
   return fmt::format(
       "{{\"BLOCK_SIZE_M\": {}, \"BLOCK_SIZE_N\": {}, \"BLOCK_SIZE_K\": {}, \"GROUP_SIZE_M\": {}, "
@@ -222,7 +221,7 @@ void run_sweep(const std::string& out_dir, const std::vector<int64_t>& Ms,
       if (const char* keep = std::getenv("MOETUNE_GEMM_BENCH_CONFIGS"); keep && *keep) {
         const std::string list = std::string(",") + keep + ",";
         std::erase_if(cands, [&](const KernelConfig& c) {
-          return list.find("," + cfg_text(c) + ",") == std::string::npos;
+          return list.find("," + config_name(c) + ",") == std::string::npos;
         });
       }
       std::vector<cuda::KernelSpec> specs;
@@ -284,7 +283,7 @@ void run_sweep(const std::string& out_dir, const std::vector<int64_t>& Ms,
             });
           } catch (const InputError& e) {
             std::printf("[skip] %s M=%lld %s %s: %s\n", name.c_str(), static_cast<long long>(M),
-                        to_string(st), cfg_text(c).c_str(), e.what());
+                        to_string(st), config_name(c).c_str(), e.what());
             continue;
           }
           auto& b = (st == GemmStage::up ? best_up : best_down)[c.BLOCK_SIZE_M];
@@ -295,7 +294,7 @@ void run_sweep(const std::string& out_dir, const std::vector<int64_t>& Ms,
                 "\"cold\", \"sets\": {}, \"replays\": {}, \"median_us\": {:.3f}}}\n",
                 name, M, to_string(st), cfg_json(c), kSets, kReplays, t * 1e6);
           std::printf("[time] %-18s M=%-5lld %-4s %-28s %9.2f us\n", name.c_str(),
-                      static_cast<long long>(M), to_string(st), cfg_text(c).c_str(), t * 1e6);
+                      static_cast<long long>(M), to_string(st), config_name(c).c_str(), t * 1e6);
           std::fflush(stdout);
         }
       }
@@ -323,15 +322,15 @@ void run_sweep(const std::string& out_dir, const std::vector<int64_t>& Ms,
       const double floor_s = weight_bytes_active(s, M) / copy_Bps;
       std::printf("[phase] %-18s M=%-5lld up %s (%.2f) + down %s (%.2f) = %.2f us graph; floor "
                   "%.2f us (%.0f%%)\n",
-                  name.c_str(), static_cast<long long>(M), cfg_text(cu).c_str(),
-                  best_up[bm_best].t * 1e6, cfg_text(cd).c_str(), best_down[bm_best].t * 1e6,
+                  name.c_str(), static_cast<long long>(M), config_name(cu).c_str(),
+                  best_up[bm_best].t * 1e6, config_name(cd).c_str(), best_down[bm_best].t * 1e6,
                   phase * 1e6, floor_s * 1e6, 100 * floor_s / phase);
       std::fflush(stdout);
       EXPECT_GT(phase, 0);
       EXPECT_LT(phase, 1.0);
       if (md.is_open()) {
         md << fmt::format("| {} | {} | {} | {:.1f} | {} | {:.1f} | {:.1f} | {:.1f} | {:.0f}% |\n",
-                          name, M, cfg_text(cu), best_up[bm_best].t * 1e6, cfg_text(cd),
+                          name, M, config_name(cu), best_up[bm_best].t * 1e6, config_name(cd),
                           best_down[bm_best].t * 1e6, phase * 1e6, floor_s * 1e6,
                           100 * floor_s / phase);
         md.flush();
