@@ -9,6 +9,8 @@
 // epilogue (gemm1_fuses_act): GEMM1 writes the [M*topk, N] activation directly, the
 // [M*topk, 2N] intermediate never reaches memory and MoeStage::act launches nothing. Larger M
 // and fp8_w8a8 keep GEMM1 -> [M*topk, 2N] -> SiLU·up (+ fp8 quantization): measured faster there.
+// Block fp8's activation stage is one kernel (SiLU·up and its per-token block_k quantization:
+// MoeWorkspaceLayout::act_quant_fused); per-tensor fp8 needs the global amax first (three).
 // Decode sizes (routing_fuses_align) route and align in one single-block launch.
 // On sm_90+ each stage kernel is a programmatic dependent launch (FusedMoeOptions::pdl): it may
 // start while the previous kernel on the stream (a stage, or the caller's last kernel) finishes,
@@ -104,6 +106,8 @@ struct MoeWorkspaceLayout {
   std::size_t partials = 0;              // per-tensor fp8: amax partials
   bool gemm1_fused_act = false;          // gemm1_fuses_act(shape, M): GEMM1 writes `act` itself
   std::size_t h = 0;                     // GEMM1 out [M*topk, 2N] act; 0 bytes when fused
+  bool act_quant_fused = false;          // block fp8: one kernel writes act_q/act_scale from h
+                                         // (SiLU·up never in memory: `act` has 0 bytes)
   std::size_t act = 0;                   // SiLU(gate)·up [M*topk, N] act: GEMM1's out (fused)
                                          // or the silu_mul stage's (otherwise)
   std::size_t act_q = 0;                 // fp8: [M*topk, N] e4m3

@@ -466,7 +466,10 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           // fused stage is checked against silu_mul of the fp64 GEMM1 reference.
           const bool fused_act = L.gemm1_fused_act;
           if (!fused_act) g.h = download<std::uint16_t>(ws, L.h, std::size_t(slots) * 2 * s.N);
-          g.act = download<std::uint16_t>(ws, L.act, std::size_t(slots) * s.N);
+          // Block fp8: one kernel quantized SiLU·up from h (no 16-bit activation in memory);
+          // act_quant is then checked against the quantization of the rounded fp64 SiLU·up.
+          const bool act_in_memory = !L.act_quant_fused;
+          if (act_in_memory) g.act = download<std::uint16_t>(ws, L.act, std::size_t(slots) * s.N);
           g.y = download<std::uint16_t>(ws, L.y, std::size_t(slots) * s.K);
           if (is_fp8(s)) {
             g.act_q = download<std::uint8_t>(ws, L.act_q, std::size_t(slots) * s.N);
@@ -514,6 +517,10 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
                 }
                 silu_mul_reference(hrow.data(), 1, s.N, arow.data());  // act
                 for (int n = 0; n < s.N; ++n) {
+                  if (!act_in_memory) {  // the value the kernel rounds before quantizing
+                    a_in[n] = half_bits_to_double(act, double_to_half_bits(act, arow[n]));
+                    continue;
+                  }
                   o.a_ref.push_back(arow[n]);
                   o.a_got.push_back(a_in[n] = half_bits_to_double(act, g.act[sl * s.N + n]));
                 }
@@ -571,9 +578,13 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
                  "SiLU(gate)*up fused into GEMM1's epilogue, against the fp64 GEMM1 reference");
           } else {
             emit("gemm1", rel_error(h_got, h_ref), thr, nr, "");
-            emit("act", rel_error(a_got, a_ref), 1e-2, nr, "");
+            if (act_in_memory) emit("act", rel_error(a_got, a_ref), 1e-2, nr, "");
           }
-          if (is_fp8(s)) emit("act_quant", rel_error(aq_got, aq_ref), 1e-2, nr, "");
+          if (is_fp8(s))
+            emit(act_in_memory ? "act_quant" : "act+quant", rel_error(aq_got, aq_ref), 1e-2, nr,
+                 act_in_memory ? ""
+                               : "SiLU(gate)*up and its fp8 quantization in one kernel, against "
+                                 "the quantized fp64 SiLU(gate)*up of GPU GEMM1's output");
           emit("gemm2", rel_error(y_got, y_ref), thr, nr, "");
           emit("reduce", rel_error(o_got, o_ref), 1e-2, nr, "");
         }
@@ -662,6 +673,8 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
     MoeShape s = shapes[0].shape;
     s.dtype = d;
     specs.push_back(silu_mul_spec(s, arch));
+    if (d == Dtype::bf16)  // block fp8's activation stage (bf16 activations, as quant's)
+      specs.push_back(silu_mul_quant_spec(with_dtype_variant(s, "fp8_block"), arch));
     specs.push_back(topk_reduce_spec(s, arch));
     specs.push_back(quant_spec(d, 128, arch));
     specs.push_back(quant_spec(d, 0, arch));

@@ -246,7 +246,8 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   L.partials = take(fp8(s) && !block_fp8(s) ? moe::kAmaxPartials * 4 : 0);
   L.gemm1_fused_act = gemm1_fuses_act(s, M);  // h grows with M from 0: offsets stay monotone
   L.h = take(L.gemm1_fused_act ? 0 : slots * 2 * s.N * act_bytes);  // fused: never in memory
-  L.act = take(slots * s.N * act_bytes);
+  L.act_quant_fused = block_fp8(s);  // the activation stage writes act_q directly
+  L.act = take(L.act_quant_fused ? 0 : slots * s.N * act_bytes);
   L.act_q = take(fp8(s) ? slots * s.N : 0);
   L.act_scale = take(block_fp8(s) ? slots * (s.N / bk) * 4 : fp8(s) ? 4 : 0);
   L.y = take(slots * s.K * act_bytes);
@@ -292,7 +293,8 @@ void FusedMoe::prepare(std::int64_t max_M) {
     specs.push_back(moe::quant_spec(s.dtype, block_k(s), arch));
     if (!block_fp8(s)) specs.push_back(moe::amax_spec(s.dtype, arch));
   }
-  if (!fused_all) specs.push_back(moe::silu_mul_spec(s, arch));
+  if (!fused_all)
+    specs.push_back(block_fp8(s) ? moe::silu_mul_quant_spec(s, arch) : moe::silu_mul_spec(s, arch));
   specs.push_back(moe::topk_reduce_spec(s, arch));
 
   auto& jit = cuda::Jit::instance();
@@ -410,6 +412,12 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     }
     case MoeStage::act:
       if (gemm1_fuses_act(s, M)) return;  // GEMM1's epilogue wrote it
+      if (block_fp8(s)) {  // one kernel: SiLU(gate)·up and its per-token group quantization
+        moe::launch_silu_mul_quant(s, arch, ws + L.h, reinterpret_cast<std::uint8_t*>(ws + L.act_q),
+                                   reinterpret_cast<float*>(ws + L.act_scale), p.topk_ids, M, rank,
+                                   stream, pdl);
+        return;
+      }
       moe::launch_silu_mul(s, arch, ws + L.h, ws + L.act, p.topk_ids, M, rank, stream, pdl);
       if (fp8(s))
         moe::launch_quant(s.dtype, block_k(s), arch, ws + L.act, slots, s.N,

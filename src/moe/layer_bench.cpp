@@ -162,8 +162,11 @@ StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool rou
       break;
     case MoeStage::act:
       if (fused_act) break;  // inside gemm1
-      c.bytes = slots * 2 * s.N * 2 + slots * s.N * 2;
-      if (fp8) c.bytes += slots * s.N * 2 + slots * s.N + (block ? slots * (s.N / bk) * 4 : 0);
+      c.bytes = slots * 2 * s.N * 2;  // read h
+      if (block)  // one kernel: write the fp8 activation and its scales
+        c.bytes += slots * s.N + slots * (s.N / bk) * 4;
+      else  // write SiLU·up; per-tensor fp8 reads it back and writes the fp8 copy
+        c.bytes += slots * s.N * 2 + (fp8 ? slots * s.N * 2 + slots * s.N : 0);
       break;
     case MoeStage::gemm2:
       c.bytes = experts * (double(s.K) * s.N * wb + (block ? (double(s.K) / bn) * (s.N / bk) * 4 : 0)) +

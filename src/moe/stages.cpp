@@ -155,6 +155,20 @@ cuda::KernelSpec silu_mul_spec(const MoeShape& shape, const std::string& arch) {
   return s;
 }
 
+cuda::KernelSpec silu_mul_quant_spec(const MoeShape& shape, const std::string& arch) {
+  if (shape.dtype != Dtype::fp8_w8a8 || !shape.block_shape)
+    throw InputError("dtype", std::string(to_string(shape.dtype)),
+                     "the fused activation quantization is for block-wise fp8 only");
+  const int group = (*shape.block_shape)[1];
+  auto s = make_spec("silu_mul_quant.cuh", "moetune::silu_mul_quant_group", arch);
+  arg(s, "ACT", activation_code(shape.dtype));
+  arg(s, "N", shape.N);
+  arg(s, "GROUP", group);
+  arg(s, "THREADS", kElementwiseThreads);
+  s.name = fmt::format("silu_mul_quant_group{}_{}_n{}", group, act_tag(shape.dtype), shape.N);
+  return s;
+}
+
 cuda::KernelSpec topk_reduce_spec(const MoeShape& shape, const std::string& arch) {
   auto s = make_spec("topk_reduce.cuh", "moetune::topk_reduce", arch);
   arg(s, "ACT", activation_code(shape.dtype));
@@ -265,6 +279,20 @@ void launch_silu_mul(const MoeShape& shape, const std::string& arch, const void*
   launch(silu_mul_spec(shape, arch),
          cuda::Dim3{grid_for(slots * (shape.N / 8), kElementwiseThreads), 1, 1},
          kElementwiseThreads, stream, args, pdl);
+}
+
+void launch_silu_mul_quant(const MoeShape& shape, const std::string& arch, const void* h,
+                           std::uint8_t* q, float* scale, const std::int32_t* topk_ids,
+                           std::int64_t M, int rank, CUstream stream, bool pdl) {
+  if (M <= 0) return;
+  const cuda::KernelSpec spec = silu_mul_quant_spec(shape, arch);  // throws unless block fp8
+  long long slots = M * shape.topk;
+  int start = rank * shape.E;
+  int e = shape.E;
+  void* args[] = {&h, &q, &scale, &topk_ids, &slots, &start, &e};
+  const std::int64_t warps = slots * (shape.N / (*shape.block_shape)[1]);  // one per group
+  launch(spec, cuda::Dim3{grid_for(warps * 32, kElementwiseThreads), 1, 1}, kElementwiseThreads,
+         stream, args, pdl);
 }
 
 void launch_topk_reduce(const MoeShape& shape, const std::string& arch, const void* y, void* out,

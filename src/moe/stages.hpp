@@ -43,6 +43,9 @@ cuda::KernelSpec amax_spec(Dtype weight_dtype, const std::string& arch);
 // group: block_k for block-wise fp8 (per token per group), 0 for per tensor.
 cuda::KernelSpec quant_spec(Dtype weight_dtype, int group, const std::string& arch);
 cuda::KernelSpec silu_mul_spec(const MoeShape& shape, const std::string& arch);
+// Block fp8 only (block_k divides N, check_stage_shape): SiLU(gate)·up and its per-token
+// block_k-column quantization in one kernel (silu_mul_quant.cuh).
+cuda::KernelSpec silu_mul_quant_spec(const MoeShape& shape, const std::string& arch);
 cuda::KernelSpec topk_reduce_spec(const MoeShape& shape, const std::string& arch);
 
 // Throws InputError for shapes the stage kernels cannot run (E > 512 per rank, E_global > 1024,
@@ -82,6 +85,11 @@ void launch_quant(Dtype weight_dtype, int group, const std::string& arch, const 
 void launch_silu_mul(const MoeShape& shape, const std::string& arch, const void* h, void* out,
                      const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream,
                      bool pdl = false);
+// Block fp8: h [M*topk, 2N] -> q [M*topk, N] e4m3 and scale [M*topk, N/block_k] fp32, the same
+// bits as launch_silu_mul followed by launch_quant (no 16-bit activation in memory).
+void launch_silu_mul_quant(const MoeShape& shape, const std::string& arch, const void* h,
+                           std::uint8_t* q, float* scale, const std::int32_t* topk_ids,
+                           std::int64_t M, int rank, CUstream stream, bool pdl = false);
 void launch_topk_reduce(const MoeShape& shape, const std::string& arch, const void* y, void* out,
                         const std::int32_t* topk_ids, std::int64_t M, int rank, CUstream stream,
                         bool pdl = false);

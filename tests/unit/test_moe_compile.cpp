@@ -143,6 +143,17 @@ TEST(MoeStageSpecs, NamesCarryTheirParameters) {
   EXPECT_TRUE(route_align_fits(wide, 4));   // 512 slots
   EXPECT_FALSE(route_align_fits(wide, 5));  // past the shared id table
   EXPECT_EQ(topk_reduce_spec(s, "sm_90a").name, "topk_reduce_bf16_k7168_top8");
+  // Block fp8's activation stage: SiLU·up and its quantization in one kernel, the group a
+  // template argument; other dtypes keep silu_mul (and per-tensor fp8 its amax pass).
+  MoeShape f8 = s;
+  f8.dtype = Dtype::fp8_w8a8;
+  f8.block_shape = std::array<int, 2>{128, 128};
+  const auto sq = silu_mul_quant_spec(f8, "sm_90a");
+  EXPECT_EQ(sq.name, "silu_mul_quant_group128_bf16_n256");
+  EXPECT_EQ(sq.name_expression(), "moetune::silu_mul_quant_group<0, 256, 128, 256>");
+  EXPECT_THROW(silu_mul_quant_spec(s, "sm_90a"), InputError);  // bf16
+  f8.block_shape.reset();
+  EXPECT_THROW(silu_mul_quant_spec(f8, "sm_90a"), InputError);  // per tensor
 }
 
 TEST(MoeStageSpecs, RefusesShapesTheKernelsCannotRun) {

@@ -92,7 +92,7 @@ TEST(MoeFused, WorkspaceLayoutIsDisjointAligned) {
         {L.a_q, std::size_t(M) * s.K},
         {L.a_scale, std::size_t(M) * (s.K / 128) * 4},
         {L.h, slots * 2 * s.N * 2},
-        {L.act, slots * s.N * 2},
+        {L.act, 0},  // block fp8: SiLU·up is quantized in the kernel that computes it
         {L.act_q, slots * s.N},
         {L.act_scale, slots * (s.N / 128) * 4},
         {L.y, slots * s.K * 2},
@@ -141,6 +141,28 @@ TEST(MoeFused, Bf16WorkspaceHasNoGemm1Intermediate) {
   const MoeWorkspaceLayout L8 = f8.workspace_layout(64);
   EXPECT_FALSE(L8.gemm1_fused_act);
   EXPECT_GE(L8.act - L8.h, std::size_t(64) * 8 * 2 * f8.shape().N * 2);
+  // Block fp8: the activation stage writes act_q from h in one kernel; `act` has no room.
+  EXPECT_TRUE(L8.act_quant_fused);
+  EXPECT_EQ(L8.act_q, L8.act);
+  MoeShape tensor = deepseek("fp8_block");
+  tensor.block_shape.reset();  // per-tensor fp8 needs the 16-bit activation for its amax
+  const MoeWorkspaceLayout Lt = FusedMoe(tensor, h200).workspace_layout(64);
+  EXPECT_FALSE(Lt.act_quant_fused);
+  EXPECT_GE(Lt.act_q - Lt.act, std::size_t(64) * 8 * f8.shape().N * 2);
+}
+
+// Block fp8's activation stage: read h, write the fp8 activation and its scales (no 16-bit
+// round trip); per-tensor fp8 writes SiLU·up, reads it back and writes the fp8 copy.
+TEST(MoeFused, Fp8ActivationStageBytes) {
+  const MoeShape f8 = deepseek("fp8_block");
+  MoeShape tensor = f8;
+  tensor.block_shape.reset();
+  const std::int64_t M = 64;
+  const double slots = double(M) * f8.topk * double(f8.E) / f8.E_global, N = f8.N;
+  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::act, M, true).bytes,
+                   slots * 2 * N * 2 + slots * N + slots * (N / 128) * 4);
+  EXPECT_DOUBLE_EQ(moe::stage_cost(tensor, MoeStage::act, M, true).bytes,
+                   slots * 2 * N * 2 + slots * N * 2 + slots * N * 2 + slots * N);
 }
 
 // Decode sizes with router logits: one launch routes and aligns; its bytes are counted once.

@@ -1,0 +1,83 @@
+// Stage kernels against each other on a GPU: block fp8's one-kernel activation stage
+// (silu_mul_quant_group) writes the same bytes as silu_mul followed by quant_fp8_group, the
+// path it replaced, on random GEMM1 outputs with slots of other EP ranks, large values (|x| up
+// to 2^12, where e4m3 saturates without the scale) and a decode and a prefill slot count.
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cuda/context.hpp"
+#include "cuda/device.hpp"
+#include "cuda/driver.hpp"
+#include "moe/reference.hpp"
+#include "moe/stages.hpp"
+#include "moetune/config.hpp"
+
+namespace moetune::moe {
+namespace {
+
+TEST(MoeStagesGpu, SiluMulQuantMatchesTheTwoKernels) {
+  std::string why;
+  if (!cuda::gpu_available(&why)) GTEST_SKIP() << why;
+  cuda::Context::get(0);
+  const std::string arch = cuda::query_device(0).arch();
+  MoeShape s;
+  s.E = 64;  // this rank's experts: global ids [64, 128) of 256 (rank 1)
+  s.E_global = 256;
+  s.N = 384;  // three 128-column groups
+  s.K = 1024;
+  s.topk = 8;
+  s.dtype = Dtype::fp8_w8a8;
+  s.block_shape = std::array<int, 2>{128, 128};
+  const int rank = 1;
+  cuda::Stream stream;
+  for (std::int64_t M : {3, 700}) {
+    const std::int64_t slots = M * s.topk;
+    std::mt19937 rng(static_cast<unsigned>(M));
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::vector<std::uint16_t> h(std::size_t(slots) * 2 * s.N);
+    for (std::size_t i = 0; i < h.size(); ++i) {
+      const double scale = (i % 97 == 0) ? 4096.0 : 4.0;  // a few large values per row
+      h[i] = double_to_half_bits(Dtype::bf16, scale * u(rng));
+    }
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(slots));
+    for (auto& id : ids) id = static_cast<std::int32_t>(rng() % s.E_global);  // ~1/4 local
+    cuda::DeviceBuffer dh(h.size() * 2), dids(ids.size() * 4), act(std::size_t(slots) * s.N * 2);
+    dh.upload(h);
+    dids.upload(ids);
+    const std::size_t nq = std::size_t(slots) * s.N, ns = std::size_t(slots) * (s.N / 128);
+    cuda::DeviceBuffer q2(nq), sc2(ns * 4), q1(nq), sc1(ns * 4), partials(4096);
+    q2.fill_u8(0xAA);
+    q1.fill_u8(0x55);  // poisoned differently: every byte must be written
+    sc2.fill_u32(0x7fc00000u);
+    sc1.fill_u32(0xffc00000u);
+    launch_silu_mul(s, arch, reinterpret_cast<const void*>(dh.ptr()),
+                    reinterpret_cast<void*>(act.ptr()), dids.as<const std::int32_t>(), M, rank,
+                    stream);
+    launch_quant(s.dtype, 128, arch, reinterpret_cast<const void*>(act.ptr()), slots, s.N,
+                 q2.as<std::uint8_t>(), sc2.as<float>(), partials.as<float>(), stream);
+    launch_silu_mul_quant(s, arch, reinterpret_cast<const void*>(dh.ptr()), q1.as<std::uint8_t>(),
+                          sc1.as<float>(), dids.as<const std::int32_t>(), M, rank, stream);
+    stream.synchronize();
+    const auto a = q1.download_as<std::uint8_t>(nq), b = q2.download_as<std::uint8_t>(nq);
+    const auto sa = sc1.download_as<std::uint32_t>(ns), sb = sc2.download_as<std::uint32_t>(ns);
+    std::size_t diff_q = 0, diff_s = 0, nonzero = 0;
+    for (std::size_t i = 0; i < nq; ++i) {
+      diff_q += a[i] != b[i];
+      nonzero += a[i] != 0;
+    }
+    for (std::size_t i = 0; i < ns; ++i) diff_s += sa[i] != sb[i];
+    EXPECT_EQ(diff_q, 0u) << "M=" << M;
+    EXPECT_EQ(diff_s, 0u) << "M=" << M;
+    EXPECT_GT(nonzero, nq / 8) << "M=" << M;  // the local slots were quantized, not skipped
+    std::printf("M=%lld: %zu fp8 bytes and %zu scales identical (%zu nonzero bytes)\n",
+                static_cast<long long>(M), nq, ns, nonzero);
+  }
+}
+
+}  // namespace
+}  // namespace moetune::moe
