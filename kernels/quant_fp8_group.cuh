@@ -20,6 +20,67 @@
 
 namespace moetune {
 
+// The block-wise (GROUP > 0) quantization of rows [0, rows) by one block of a grid of `blocks`
+// (warp w of block b takes (row, group) items b * THREADS/32 + w, then strides by the grid's
+// warps): the quant_fp8_group kernel, and the routing kernels whose spare blocks quantize the
+// hidden states while one warp per token routes (kernels/routing.cuh).
+template <int ACT, int GROUP, int THREADS>
+__device__ __forceinline__ void quant_fp8_group_rows(const void* __restrict__ x,
+                                                     unsigned char* __restrict__ q,
+                                                     float* __restrict__ scale, long long rows,
+                                                     int cols, long long block, long long blocks) {
+  static_assert(GROUP % 256 == 0 || GROUP == 128 || GROUP == 64,
+                "GROUP must be 64, 128 or a multiple of 256");
+  static_assert(THREADS % 32 == 0, "THREADS must be a multiple of 32");
+  constexpr float kFp8Max = 448.0f;
+  const unsigned char* xb = static_cast<const unsigned char*>(x);
+  constexpr int kPerLane = GROUP / 32;  // 2, 4, 8, ... elements per lane
+  static_assert(kPerLane == 2 || kPerLane == 4 || kPerLane % 8 == 0, "GROUP / 32");
+  constexpr int kVec = kPerLane < 8 ? kPerLane : 8;
+  const int lane = threadIdx.x % 32;
+  const long long groups_per_row = cols / GROUP;
+  const long long total = rows * groups_per_row;
+  for (long long gi = static_cast<long long>(block) * (THREADS / 32) + threadIdx.x / 32;
+       gi < total; gi += static_cast<long long>(blocks) * (THREADS / 32)) {
+    const long long r = gi / groups_per_row;
+    const long long base = r * cols + (gi % groups_per_row) * GROUP;  // element index
+    float f[kPerLane];
+#pragma unroll
+    for (int c = 0; c < kPerLane; c += kVec) {
+      const long long idx = base + static_cast<long long>(lane) * kPerLane + c;
+      if constexpr (kVec == 8) {
+        float v[8];
+        act::load8<ACT>(xb + idx * 2, v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) f[c + i] = v[i];
+      } else {
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) {
+          const unsigned short bits = reinterpret_cast<const unsigned short*>(xb)[idx + i];
+          if constexpr (ACT == tile_math::kDtypeFp16) {
+            f[c + i] = __half2float(__ushort_as_half(bits));
+          } else {
+            f[c + i] = __bfloat162float(__ushort_as_bfloat16(bits));
+          }
+        }
+      }
+    }
+    float m = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) m = fmaxf(m, fabsf(f[i]));
+    m = act::warp_max(m);
+    const float s = fmaxf(m, 1e-10f) / kFp8Max;
+    unsigned char out[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i)
+      out[i] = __nv_cvt_float_to_fp8(f[i] / s, __NV_SATFINITE, __NV_E4M3);
+    unsigned char* qp = q + base + static_cast<long long>(lane) * kPerLane;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) qp[i] = out[i];
+    if (lane == 0) scale[gi] = s;
+  }
+}
+
 template <int ACT,      // tile_math::kDtypeBf16 / kDtypeFp16: the element type of x
           int GROUP,    // columns per scale (a multiple of 256 / 8... see static_assert); 0: per tensor
           int THREADS>  // threads per block
@@ -38,51 +99,7 @@ __global__ void __launch_bounds__(THREADS)
   pdl_launch_dependents();
   const unsigned char* xb = static_cast<const unsigned char*>(x);
   if constexpr (GROUP > 0) {
-    constexpr int kPerLane = GROUP / 32;  // 2, 4, 8, ... elements per lane
-    static_assert(kPerLane == 2 || kPerLane == 4 || kPerLane % 8 == 0, "GROUP / 32");
-    constexpr int kVec = kPerLane < 8 ? kPerLane : 8;
-    const int lane = threadIdx.x % 32;
-    const long long groups_per_row = cols / GROUP;
-    const long long total = rows * groups_per_row;
-    for (long long gi = static_cast<long long>(blockIdx.x) * (THREADS / 32) + threadIdx.x / 32;
-         gi < total; gi += static_cast<long long>(gridDim.x) * (THREADS / 32)) {
-      const long long r = gi / groups_per_row;
-      const long long base = r * cols + (gi % groups_per_row) * GROUP;  // element index
-      float f[kPerLane];
-#pragma unroll
-      for (int c = 0; c < kPerLane; c += kVec) {
-        const long long idx = base + static_cast<long long>(lane) * kPerLane + c;
-        if constexpr (kVec == 8) {
-          float v[8];
-          act::load8<ACT>(xb + idx * 2, v);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) f[c + i] = v[i];
-        } else {
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) {
-            const unsigned short bits = reinterpret_cast<const unsigned short*>(xb)[idx + i];
-            if constexpr (ACT == tile_math::kDtypeFp16) {
-              f[c + i] = __half2float(__ushort_as_half(bits));
-            } else {
-              f[c + i] = __bfloat162float(__ushort_as_bfloat16(bits));
-            }
-          }
-        }
-      }
-      float m = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) m = fmaxf(m, fabsf(f[i]));
-      m = act::warp_max(m);
-      const float s = fmaxf(m, 1e-10f) / kFp8Max;
-      unsigned char out[kPerLane];
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i)
-        out[i] = __nv_cvt_float_to_fp8(f[i] / s, __NV_SATFINITE, __NV_E4M3);
-      unsigned char* qp = q + base + static_cast<long long>(lane) * kPerLane;
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) qp[i] = out[i];
-      if (lane == 0) scale[gi] = s;
-    }
+    quant_fp8_group_rows<ACT, GROUP, THREADS>(x, q, scale, rows, cols, blockIdx.x, gridDim.x);
   } else {
     float m = 0.0f;
     for (int i = threadIdx.x; i < num_partials; i += THREADS) m = fmaxf(m, amax_partials[i]);

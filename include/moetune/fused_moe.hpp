@@ -11,7 +11,8 @@
 // and fp8_w8a8 keep GEMM1 -> [M*topk, 2N] -> SiLU·up (+ fp8 quantization): measured faster there.
 // Block fp8's activation stage is one kernel (SiLU·up and its per-token block_k quantization:
 // MoeWorkspaceLayout::act_quant_fused); per-tensor fp8 needs the global amax first (three).
-// Decode sizes (routing_fuses_align) route and align in one single-block launch.
+// Decode sizes (routing_fuses_align) route and align in one single-block launch; block fp8
+// quantizes the hidden states in the routing launch (routing_fuses_quant).
 // On sm_90+ each stage kernel is a programmatic dependent launch (FusedMoeOptions::pdl): it may
 // start while the previous kernel on the stream (a stage, or the caller's last kernel) finishes,
 // and waits on the GPU for its completion before touching memory.
@@ -190,9 +191,14 @@ bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M);
 // given router logits (precomputed topk_ids go to the alignment alone): MoeStage::routing then
 // writes the alignment's tables too and MoeStage::align launches nothing.
 bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logits);
+// True when the routing launch also quantizes the hidden states (block fp8 given router logits:
+// routing and quantization are independent, so its spare blocks do it and MoeStage::quant
+// launches nothing; per-tensor fp8 needs the global amax first, precomputed topk_ids no routing).
+bool routing_fuses_quant(const MoeShape& shape, bool router_logits);
 // The stage's name in reports: to_string(s), except "gemm1+act" and "act (in gemm1)" where
-// gemm1_fuses_act(shape, M) (the activation's time is inside gemm1's), and "routing+align" and
-// "align (in routing)" where routing_fuses_align(shape, M, true).
+// gemm1_fuses_act(shape, M) (the activation's time is inside gemm1's), "routing+align" and
+// "align (in routing)" where routing_fuses_align(shape, M, true), and "+quant" on the routing
+// and "quant (in routing)" where routing_fuses_quant(shape, true).
 const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M);
 inline constexpr MoeStage kAllMoeStages[] = {MoeStage::routing, MoeStage::align, MoeStage::quant,
                                              MoeStage::gemm1,   MoeStage::act,   MoeStage::gemm2,

@@ -664,6 +664,9 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
   for (const CheckShape& cs : shapes) {
     specs.push_back(routing_spec(cs.shape, arch));
     for (int bm : {16, 64}) specs.push_back(route_align_spec(cs.shape, bm, arch));
+    const MoeShape f8 = with_dtype_variant(cs.shape, "fp8_block");  // quantizing in its spare blocks
+    specs.push_back(routing_spec(f8, arch, true));
+    specs.push_back(route_align_spec(f8, 16, arch, true));
   }
   for (int bm : {16, 32, 64, 128, 256}) {
     specs.push_back(align_spec(bm, kAlignSmallThreads, arch));

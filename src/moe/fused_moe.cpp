@@ -46,10 +46,19 @@ bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logi
   return router_logits && moe::route_align_fits(shape, M);
 }
 
+bool routing_fuses_quant(const MoeShape& shape, bool router_logits) {
+  return router_logits && shape.dtype == Dtype::fp8_w8a8 && shape.block_shape.has_value();
+}
+
 const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M) {
+  const bool quant = routing_fuses_quant(shape, true);
   if (routing_fuses_align(shape, M, true)) {
-    if (s == MoeStage::routing) return "routing+align";
+    if (s == MoeStage::routing) return quant ? "routing+align+quant" : "routing+align";
     if (s == MoeStage::align) return "align (in routing)";
+  }
+  if (quant) {
+    if (s == MoeStage::routing) return "routing+quant";
+    if (s == MoeStage::quant) return "quant (in routing)";
   }
   if (gemm1_fuses_act(shape, M)) {
     if (s == MoeStage::gemm1) return "gemm1+act";
@@ -272,7 +281,7 @@ void FusedMoe::prepare(std::int64_t max_M) {
   const MoeShape& s = impl_->shape;
   const std::string& arch = impl_->arch;
   std::vector<cuda::KernelSpec> specs;
-  specs.push_back(moe::routing_spec(s, arch));
+  specs.push_back(moe::routing_spec(s, arch, routing_fuses_quant(s, true)));
   std::set<int> bms;
   // GEMM1 fuses the activation up to a size (gemm1_stage): both variants when max_M passes it.
   const bool fused_small = gemm1_fuses_act(s, 1), fused_all = gemm1_fuses_act(s, max_M);
@@ -284,7 +293,8 @@ void FusedMoe::prepare(std::int64_t max_M) {
   for (const auto& c : reachable(impl_->down, max_M))
     specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::down, arch));
   for (int bm : bms) {
-    if (routing_fuses_align(s, 1, true)) specs.push_back(moe::route_align_spec(s, bm, arch));
+    if (routing_fuses_align(s, 1, true))
+      specs.push_back(moe::route_align_spec(s, bm, arch, routing_fuses_quant(s, true)));
     specs.push_back(moe::align_spec(bm, moe::kAlignSmallThreads, arch));
     if (max_M * s.topk > moe::kAlignSmallSlots)
       specs.push_back(moe::align_spec(bm, moe::kAlignLargeThreads, arch));
@@ -365,8 +375,12 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
             static_cast<int>(n)};
   };
   switch (stage) {
-    case MoeStage::routing:
+    case MoeStage::routing: {
       if (in.router_logits == nullptr) return;  // precomputed topk_ids / topk_weights
+      // Block fp8: the routing launch's spare blocks quantize the hidden states too.
+      moe::RoutingQuant rq{in.hidden, reinterpret_cast<std::uint8_t*>(ws + L.a_q),
+                           reinterpret_cast<float*>(ws + L.a_scale)};
+      const moe::RoutingQuant* quant = routing_fuses_quant(s, true) ? &rq : nullptr;
       if (routing_fuses_align(s, M, true)) {  // decode: one block routes and aligns
         const auto [za, na] = counters(true);   // and zeroes the counters, as the alignment
         const auto [zb, nb] = counters(false);
@@ -374,13 +388,14 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
                                 reinterpret_cast<std::int32_t*>(ws + L.topk_ids),
                                 reinterpret_cast<float*>(ws + L.topk_weights), M, rank, sorted,
                                 expert_ids, ntpp, L.max_num_tokens_padded, L.max_num_m_blocks,
-                                stream, pdl, za, na, zb, nb);
+                                stream, pdl, za, na, zb, nb, quant);
         return;
       }
       moe::launch_routing(s, arch, in.router_logits, w.correction_bias,
                           reinterpret_cast<std::int32_t*>(ws + L.topk_ids),
-                          reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl);
+                          reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl, quant);
       return;
+    }
     case MoeStage::align: {
       if (routing_fuses_align(s, M, in.router_logits != nullptr)) return;  // routing aligned
       const auto [za, na] = counters(true);
@@ -392,6 +407,7 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     }
     case MoeStage::quant:
       if (!fp8(s)) return;
+      if (routing_fuses_quant(s, in.router_logits != nullptr)) return;  // the routing did it
       moe::launch_quant(s.dtype, block_k(s), arch, in.hidden, M, s.K,
                         reinterpret_cast<std::uint8_t*>(ws + L.a_q),
                         reinterpret_cast<float*>(ws + L.a_scale),

@@ -147,13 +147,15 @@ StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool rou
       if (router_logits) c.bytes = m * s.E_global * 4 + slots * 8;
       // One launch aligns too at decode sizes: the sorted slots (its ids stay on chip).
       if (routing_fuses_align(s, M, router_logits)) c.bytes += local * 4;
+      if (routing_fuses_quant(s, router_logits))  // and the hidden states' quantization
+        c.bytes += m * s.K * 2 + m * s.K + m * (s.K / bk) * 4;
       break;
     case MoeStage::align:
       if (!routing_fuses_align(s, M, router_logits))
         c.bytes = slots * 4 + local * 4;  // read the ids, write the sorted slots
       break;
     case MoeStage::quant:
-      if (fp8) c.bytes = m * s.K * 2 + m * s.K + (block ? m * (s.K / bk) * 4 : 4);
+      if (fp8 && !routing_fuses_quant(s, router_logits)) c.bytes = m * s.K * 2 + m * s.K + (block ? m * (s.K / bk) * 4 : 4);
       break;
     case MoeStage::gemm1:
       c.bytes = experts * (2.0 * s.N * s.K * wb + (block ? (2.0 * s.N / bn) * (s.K / bk) * 4 : 0)) +

@@ -38,7 +38,8 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       if (meas) t.floor_measured_s = std::max(c.bytes / meas->bandwidth_Bps, c.flops / meas->peak_flops);
       const bool fused_act = gemm1_fuses_act(s, M);
       const bool fused_align = routing_fuses_align(s, M, true);  // the bench sets carry logits
-      t.runs = !(st == MoeStage::quant && s.dtype != Dtype::fp8_w8a8) &&
+      const bool fused_quant = routing_fuses_quant(s, true);
+      t.runs = !(st == MoeStage::quant && (s.dtype != Dtype::fp8_w8a8 || fused_quant)) &&
                !(st == MoeStage::act && fused_act) && !(st == MoeStage::align && fused_align);
       if (fused_act && st == MoeStage::gemm1)
         t.note = "includes act: SiLU(gate)*up runs in GEMM1's epilogue";
@@ -46,6 +47,10 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       if (fused_align && st == MoeStage::routing)
         t.note = "includes align: one block routes and aligns";
       if (fused_align && st == MoeStage::align) t.note = "fused into routing";
+      if (fused_quant && st == MoeStage::routing)
+        t.note += std::string(t.note.empty() ? "" : "; ") +
+                  "includes quant: spare blocks quantize the hidden states";
+      if (fused_quant && st == MoeStage::quant) t.note = "fused into routing";
       if (t.runs) {
         auto fn = [&](CUstream strm, int i) {
           const BenchSet& b = d.sets[i % d.sets.size()];

@@ -82,7 +82,17 @@ void check_stage_shape(const MoeShape& shape, int rank) {
   }
 }
 
-cuda::KernelSpec routing_spec(const MoeShape& shape, const std::string& arch) {
+// The block-wise group of a routing launch's hidden-state quantization: block_k, or 0 (none).
+static int routing_quant_group(const MoeShape& shape, bool with_quant) {
+  if (!with_quant) return 0;
+  if (shape.dtype != Dtype::fp8_w8a8 || !shape.block_shape)
+    throw InputError("dtype", std::string(to_string(shape.dtype)),
+                     "the routing quantizes the hidden states for block-wise fp8 only");
+  return (*shape.block_shape)[1];
+}
+
+cuda::KernelSpec routing_spec(const MoeShape& shape, const std::string& arch, bool with_quant) {
+  const int quant_group = routing_quant_group(shape, with_quant);
   const Routing& r = shape.routing;
   const bool sigmoid = r.scoring == "sigmoid";
   const int groups = std::max(r.n_group, 1);
@@ -95,9 +105,12 @@ cuda::KernelSpec routing_spec(const MoeShape& shape, const std::string& arch) {
   arg(s, "HAS_BIAS", b(r.correction_bias));
   arg(s, "RENORMALIZE", b(r.renormalize));
   arg(s, "WARPS", kRoutingWarps);
-  s.name = fmt::format("moe_routing_{}_e{}_top{}_g{}of{}{}{}", sigmoid ? "sigmoid" : "softmax",
+  arg(s, "ACT", quant_group > 0 ? activation_code(shape.dtype) : 0);
+  arg(s, "QUANT_GROUP", quant_group);
+  s.name = fmt::format("moe_routing_{}_e{}_top{}_g{}of{}{}{}{}", sigmoid ? "sigmoid" : "softmax",
                        shape.E_global, shape.topk, groups > 1 ? r.topk_group : 1, groups,
-                       r.correction_bias ? "_bias" : "", r.renormalize ? "_renorm" : "");
+                       r.correction_bias ? "_bias" : "", r.renormalize ? "_renorm" : "",
+                       quant_group > 0 ? fmt::format("_q{}", quant_group) : "");
   return s;
 }
 
@@ -110,15 +123,23 @@ cuda::KernelSpec align_spec(int BLOCK_SIZE_M, int threads, const std::string& ar
   return s;
 }
 
-cuda::KernelSpec route_align_spec(const MoeShape& shape, int BLOCK_SIZE_M, const std::string& arch) {
-  cuda::KernelSpec r = routing_spec(shape, arch);  // its routing template arguments, in order
+cuda::KernelSpec route_align_spec(const MoeShape& shape, int BLOCK_SIZE_M, const std::string& arch,
+                                  bool with_quant) {
+  // The routing's template arguments, in order, then the alignment's, then the quantization's.
+  cuda::KernelSpec r = routing_spec(shape, arch, with_quant);
   auto s = make_spec("moe_route_align.cuh", "moetune::moe_route_align", arch);
-  for (const auto& a : r.template_args)
-    if (a.first != "WARPS") s.template_args.push_back(a);
+  std::vector<std::pair<std::string, std::string>> quant_args;
+  for (const auto& a : r.template_args) {
+    if (a.first == "ACT" || a.first == "QUANT_GROUP")
+      quant_args.push_back(a);
+    else if (a.first != "WARPS")
+      s.template_args.push_back(a);
+  }
   arg(s, "BLOCK_SIZE_M", BLOCK_SIZE_M);
   arg(s, "THREADS", kRouteAlignThreads);
   arg(s, "MAX_E", kMaxLocalExperts);
   arg(s, "MAX_SLOTS", kRouteAlignMaxSlots);
+  for (const auto& a : quant_args) s.template_args.push_back(a);
   s.name = fmt::format("moe_route_align_{}_m{}", r.name.substr(std::string("moe_routing_").size()),
                        BLOCK_SIZE_M);
   return s;
@@ -179,18 +200,34 @@ cuda::KernelSpec topk_reduce_spec(const MoeShape& shape, const std::string& arch
   return s;
 }
 
+// Blocks of `warps_per_block` warps that quantize M rows of the hidden states (one warp per
+// (row, group), as launch_quant gives the quant kernel), or 0 without a quantization.
+static std::int64_t routing_quant_blocks(const MoeShape& shape, std::int64_t M, int warps_per_block,
+                                  const RoutingQuant* quant) {
+  if (quant == nullptr) return 0;
+  const int group = routing_quant_group(shape, true);
+  const std::int64_t warps = M * (shape.K / group);
+  return std::clamp<std::int64_t>((warps + warps_per_block - 1) / warps_per_block, 1, kMaxGrid);
+}
+
 void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
                     const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
-                    std::int64_t M, CUstream stream, bool pdl) {
+                    std::int64_t M, CUstream stream, bool pdl, const RoutingQuant* quant) {
   if (M <= 0) return;
   if (shape.routing.correction_bias && correction_bias == nullptr)
     throw InputError("correction_bias", "null", "the routing needs a correction bias");
   long long m = M;
   float rsf = static_cast<float>(shape.routing.routed_scaling_factor);
-  void* args[] = {&router_logits, &correction_bias, &topk_ids, &topk_weights, &m, &rsf};
-  const unsigned grid = static_cast<unsigned>((M + kRoutingWarps - 1) / kRoutingWarps);
-  launch(routing_spec(shape, arch), cuda::Dim3{grid, 1, 1}, kRoutingWarps * 32, stream, args,
-         pdl);
+  const void* x = quant ? quant->x : nullptr;
+  std::uint8_t* q = quant ? quant->q : nullptr;
+  float* qs = quant ? quant->scale : nullptr;
+  int cols = shape.K;
+  void* args[] = {&router_logits, &correction_bias, &topk_ids, &topk_weights, &m, &rsf,
+                  &x,             &q,               &qs,       &cols};
+  const std::int64_t grid = (M + kRoutingWarps - 1) / kRoutingWarps +
+                            routing_quant_blocks(shape, M, kRoutingWarps, quant);
+  launch(routing_spec(shape, arch, quant != nullptr),
+         cuda::Dim3{static_cast<unsigned>(grid), 1, 1}, kRoutingWarps * 32, stream, args, pdl);
 }
 
 void launch_route_align(const MoeShape& shape, int BLOCK_SIZE_M, const std::string& arch,
@@ -200,7 +237,7 @@ void launch_route_align(const MoeShape& shape, int BLOCK_SIZE_M, const std::stri
                         std::int32_t* num_tokens_post_padded, std::int64_t max_num_tokens_padded,
                         std::int64_t max_num_m_blocks, CUstream stream, bool pdl,
                         std::int32_t* zero_a, int zero_a_n, std::int32_t* zero_b,
-                        int zero_b_n) {
+                        int zero_b_n, const RoutingQuant* quant) {
   if (M <= 0) return;
   if (!route_align_fits(shape, M))
     throw InputError("M", std::to_string(M),
@@ -214,12 +251,17 @@ void launch_route_align(const MoeShape& shape, int BLOCK_SIZE_M, const std::stri
   int e = shape.E;
   int start = rank * shape.E;
   long long mp = max_num_tokens_padded, mb = max_num_m_blocks;
+  const void* x = quant ? quant->x : nullptr;
+  std::uint8_t* q = quant ? quant->q : nullptr;
+  float* qs = quant ? quant->scale : nullptr;
+  int cols = shape.K;
   void* args[] = {&router_logits, &correction_bias, &topk_ids, &topk_weights,
                   &m,             &rsf,             &sorted_token_ids, &expert_ids,
                   &num_tokens_post_padded, &e, &start, &mp, &mb, &zero_a, &zero_a_n,
-                  &zero_b,        &zero_b_n};
-  launch(route_align_spec(shape, BLOCK_SIZE_M, arch), cuda::Dim3{1, 1, 1}, kRouteAlignThreads,
-         stream, args, pdl);
+                  &zero_b,        &zero_b_n,        &x, &q, &qs, &cols};
+  const std::int64_t grid = 1 + routing_quant_blocks(shape, M, kRouteAlignThreads / 32, quant);
+  launch(route_align_spec(shape, BLOCK_SIZE_M, arch, quant != nullptr),
+         cuda::Dim3{static_cast<unsigned>(grid), 1, 1}, kRouteAlignThreads, stream, args, pdl);
 }
 
 void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t* topk_ids,

@@ -34,9 +34,13 @@ inline constexpr int kRouteAlignMaxSlots = 512;
 // Activation element code of kernels/common/tile_math.cuh (kDtypeBf16 / kDtypeFp16).
 int activation_code(Dtype weight_dtype);
 
-cuda::KernelSpec routing_spec(const MoeShape& shape, const std::string& arch);
+// with_quant (block fp8 only, else InputError): the routing launch also quantizes the hidden
+// states in its spare blocks (RoutingQuant below; the quant stage then launches nothing).
+cuda::KernelSpec routing_spec(const MoeShape& shape, const std::string& arch,
+                              bool with_quant = false);
 cuda::KernelSpec align_spec(int BLOCK_SIZE_M, int threads, const std::string& arch);
-cuda::KernelSpec route_align_spec(const MoeShape& shape, int BLOCK_SIZE_M, const std::string& arch);
+cuda::KernelSpec route_align_spec(const MoeShape& shape, int BLOCK_SIZE_M, const std::string& arch,
+                                  bool with_quant = false);
 // Whether M tokens fit moe_route_align (one block routes and aligns them).
 bool route_align_fits(const MoeShape& shape, std::int64_t M);
 cuda::KernelSpec amax_spec(Dtype weight_dtype, const std::string& arch);
@@ -55,9 +59,17 @@ void check_stage_shape(const MoeShape& shape, int rank);
 // --- launches (Jit::get loads on first use; the FusedMoe prepares them up front) --------------
 // pdl: a programmatic dependent launch (cuda::LaunchOptions; sm_90+ only: the caller decides).
 // Every stage kernel pdl_wait()s before its first global access, so either way is correct.
+// Block fp8's hidden-state quantization carried by a routing launch: x [M, K] act into q
+// [M, K] e4m3 and scale [M, K / block_k] fp32, the same bits as launch_quant.
+struct RoutingQuant {
+  const void* x = nullptr;
+  std::uint8_t* q = nullptr;
+  float* scale = nullptr;
+};
 void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
                     const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
-                    std::int64_t M, CUstream stream, bool pdl = false);
+                    std::int64_t M, CUstream stream, bool pdl = false,
+                    const RoutingQuant* quant = nullptr);
 // Alignment outputs sized by max_num_tokens_padded / max_num_m_blocks (reference.hpp).
 void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t* topk_ids,
                   std::int64_t M, int topk, int E, int rank, std::int32_t* sorted_token_ids,
@@ -75,7 +87,8 @@ void launch_route_align(const MoeShape& shape, int BLOCK_SIZE_M, const std::stri
                         std::int32_t* num_tokens_post_padded, std::int64_t max_num_tokens_padded,
                         std::int64_t max_num_m_blocks, CUstream stream, bool pdl = false,
                         std::int32_t* zero_a = nullptr, int zero_a_n = 0,
-                        std::int32_t* zero_b = nullptr, int zero_b_n = 0);
+                        std::int32_t* zero_b = nullptr, int zero_b_n = 0,
+                        const RoutingQuant* quant = nullptr);
 // fp8 quantization of x [rows, cols] (activation dtype) into q (e4m3) and scale: block-wise
 // (group = block_k, scale [rows, cols/group]) or per tensor (group 0, scale [1]; uses
 // `partials` [kAmaxPartials] fp32 as scratch).

@@ -1,7 +1,9 @@
-// Stage kernels against each other on a GPU: block fp8's one-kernel activation stage
-// (silu_mul_quant_group) writes the same bytes as silu_mul followed by quant_fp8_group, the
-// path it replaced, on random GEMM1 outputs with slots of other EP ranks, large values (|x| up
-// to 2^12, where e4m3 saturates without the scale) and a decode and a prefill slot count.
+// Stage kernels against each other on a GPU, for the block fp8 fusions of the stage kernels:
+// the one-kernel activation stage (silu_mul_quant_group) writes the same bytes as silu_mul
+// followed by quant_fp8_group, the path it replaced, on random GEMM1 outputs with slots of other
+// EP ranks, large values (|x| up to 2^12, where e4m3 saturates without the scale) and a decode
+// and a prefill slot count; the routing launches that quantize the hidden states in their spare
+// blocks write the quant kernel's bytes and unchanged routing outputs.
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -76,6 +78,70 @@ TEST(MoeStagesGpu, SiluMulQuantMatchesTheTwoKernels) {
     EXPECT_GT(nonzero, nq / 8) << "M=" << M;  // the local slots were quantized, not skipped
     std::printf("M=%lld: %zu fp8 bytes and %zu scales identical (%zu nonzero bytes)\n",
                 static_cast<long long>(M), nq, ns, nonzero);
+  }
+}
+
+// Block fp8: the routing launch's spare blocks quantize the hidden states with the same bits
+// as the quant kernel, in moe_routing (M = 700) and in moe_route_align (M = 3), and the routing
+// outputs are those of the launch without the quantization.
+TEST(MoeStagesGpu, RoutingQuantMatchesTheQuantKernel) {
+  std::string why;
+  if (!cuda::gpu_available(&why)) GTEST_SKIP() << why;
+  cuda::Context::get(0);
+  const std::string arch = cuda::query_device(0).arch();
+  MoeShape s;
+  s.E = s.E_global = 256;
+  s.N = 256;
+  s.K = 1152;  // nine 128-column groups
+  s.topk = 8;
+  s.dtype = Dtype::fp8_w8a8;
+  s.block_shape = std::array<int, 2>{128, 128};
+  cuda::Stream stream;
+  for (std::int64_t M : {3, 700}) {
+    std::mt19937 rng(static_cast<unsigned>(M + 1));
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::vector<std::uint16_t> x(std::size_t(M) * s.K);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      x[i] = double_to_half_bits(Dtype::bf16, (i % 89 == 0 ? 3000.0 : 2.0) * u(rng));
+    std::vector<float> logits(std::size_t(M) * s.E_global);
+    for (auto& l : logits) l = static_cast<float>(4 * u(rng));
+    cuda::DeviceBuffer dx(x.size() * 2), dl(logits.size() * 4);
+    dx.upload(x);
+    dl.upload(logits);
+    const std::size_t nq = std::size_t(M) * s.K, ns = std::size_t(M) * (s.K / 128),
+                      slots = std::size_t(M) * s.topk;
+    cuda::DeviceBuffer q1(nq), sc1(ns * 4), q2(nq), sc2(ns * 4), partials(4096);
+    cuda::DeviceBuffer ids1(slots * 4), w1(slots * 4), ids2(slots * 4), w2(slots * 4);
+    q1.fill_u8(0x55);
+    q2.fill_u8(0xAA);
+    sc1.fill_u32(0xffc00000u);
+    sc2.fill_u32(0x7fc00000u);
+    RoutingQuant rq{reinterpret_cast<const void*>(dx.ptr()), q1.as<std::uint8_t>(),
+                    sc1.as<float>()};
+    if (M <= 4) {
+      const std::int64_t mp = max_num_tokens_padded(M, s.topk, s.E, 16),
+                         mb = max_num_m_blocks(M, s.topk, s.E, 16);
+      cuda::DeviceBuffer sorted(std::size_t(mp) * 4), eids(std::size_t(mb) * 4), ntpp(4);
+      launch_route_align(s, 16, arch, dl.as<const float>(), nullptr, ids1.as<std::int32_t>(),
+                         w1.as<float>(), M, 0, sorted.as<std::int32_t>(), eids.as<std::int32_t>(),
+                         ntpp.as<std::int32_t>(), mp, mb, stream, false, nullptr, 0, nullptr, 0,
+                         &rq);
+      stream.synchronize();
+    } else {
+      launch_routing(s, arch, dl.as<const float>(), nullptr, ids1.as<std::int32_t>(),
+                     w1.as<float>(), M, stream, false, &rq);
+    }
+    launch_routing(s, arch, dl.as<const float>(), nullptr, ids2.as<std::int32_t>(), w2.as<float>(),
+                   M, stream);
+    launch_quant(s.dtype, 128, arch, reinterpret_cast<const void*>(dx.ptr()), M, s.K,
+                 q2.as<std::uint8_t>(), sc2.as<float>(), partials.as<float>(), stream);
+    stream.synchronize();
+    EXPECT_EQ(q1.download_as<std::uint8_t>(nq), q2.download_as<std::uint8_t>(nq)) << "M=" << M;
+    EXPECT_EQ(sc1.download_as<std::uint32_t>(ns), sc2.download_as<std::uint32_t>(ns)) << "M=" << M;
+    EXPECT_EQ(ids1.download_as<std::int32_t>(slots), ids2.download_as<std::int32_t>(slots));
+    EXPECT_EQ(w1.download_as<std::uint32_t>(slots), w2.download_as<std::uint32_t>(slots));
+    std::printf("M=%lld: routing+quant gives the quant kernel's %zu fp8 bytes and %zu scales\n",
+                static_cast<long long>(M), nq, ns);
   }
 }
 

@@ -126,14 +126,25 @@ TEST(MoeStageSpecs, NamesCarryTheirParameters) {
   s.routing.correction_bias = true;
   const auto r = routing_spec(s, "sm_90a");
   EXPECT_EQ(r.name, "moe_routing_sigmoid_e256_top8_g4of8_bias_renorm");
-  EXPECT_EQ(r.name_expression(), "moetune::moe_routing<256, 8, 1, 8, 4, true, true, 4>");
+  EXPECT_EQ(r.name_expression(), "moetune::moe_routing<256, 8, 1, 8, 4, true, true, 4, 0, 0>");
   EXPECT_EQ(align_spec(64, 256, "sm_90a").name, "moe_align_m64_t256");
   // Routing and alignment in one block: the routing's parameters (no WARPS), then the
   // alignment's, its block and its slot table.
   const auto ra = route_align_spec(s, 16, "sm_90a");
   EXPECT_EQ(ra.name, "moe_route_align_sigmoid_e256_top8_g4of8_bias_renorm_m16");
   EXPECT_EQ(ra.name_expression(),
-            "moetune::moe_route_align<256, 8, 1, 8, 4, true, true, 16, 256, 512, 512>");
+            "moetune::moe_route_align<256, 8, 1, 8, 4, true, true, 16, 256, 512, 512, 0, 0>");
+  // Block fp8: the spare blocks quantize the hidden states (ACT bf16 = 0, its block_k).
+  MoeShape q = s;
+  q.dtype = Dtype::fp8_w8a8;
+  q.block_shape = std::array<int, 2>{128, 128};
+  EXPECT_EQ(routing_spec(q, "sm_90a", true).name,
+            "moe_routing_sigmoid_e256_top8_g4of8_bias_renorm_q128");
+  EXPECT_EQ(routing_spec(q, "sm_90a", true).name_expression(),
+            "moetune::moe_routing<256, 8, 1, 8, 4, true, true, 4, 0, 128>");
+  EXPECT_EQ(route_align_spec(q, 16, "sm_90a", true).name_expression(),
+            "moetune::moe_route_align<256, 8, 1, 8, 4, true, true, 16, 256, 512, 512, 0, 128>");
+  EXPECT_THROW(routing_spec(s, "sm_90a", true), InputError);  // bf16 has nothing to quantize
   EXPECT_TRUE(route_align_fits(s, 1));
   EXPECT_TRUE(route_align_fits(s, 4));    // measured faster up to M = 4
   EXPECT_FALSE(route_align_fits(s, 5));   // M = 8 no faster, M = 32 slower

@@ -172,16 +172,42 @@ TEST(MoeFused, RoutingAlignsAtDecodeSizes) {
   EXPECT_TRUE(routing_fuses_align(f8, 4, true));
   EXPECT_FALSE(routing_fuses_align(f8, 5, true));  // M = 8 measured no faster, M = 32 slower
   EXPECT_FALSE(routing_fuses_align(f8, 4, false));  // precomputed topk_ids: align alone
-  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 4), "routing+align");
-  EXPECT_STREQ(stage_name(MoeStage::align, f8, 4), "align (in routing)");
-  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 5), "routing");
-  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 64), "routing");
-  EXPECT_STREQ(stage_name(MoeStage::align, f8, 64), "align");
+  const MoeShape bf = deepseek("bf16");
+  EXPECT_STREQ(stage_name(MoeStage::routing, bf, 4), "routing+align");
+  EXPECT_STREQ(stage_name(MoeStage::align, bf, 4), "align (in routing)");
+  EXPECT_STREQ(stage_name(MoeStage::routing, bf, 5), "routing");
+  EXPECT_STREQ(stage_name(MoeStage::routing, bf, 64), "routing");
+  EXPECT_STREQ(stage_name(MoeStage::align, bf, 64), "align");
   EXPECT_EQ(moe::stage_cost(f8, MoeStage::align, 4, true).bytes, 0);
   EXPECT_GT(moe::stage_cost(f8, MoeStage::align, 4, false).bytes, 0);
   const double slots = 4.0 * f8.topk, local = slots * double(f8.E) / f8.E_global;
-  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::routing, 4, true).bytes,
+  EXPECT_DOUBLE_EQ(moe::stage_cost(bf, MoeStage::routing, 4, true).bytes,
                    4.0 * f8.E_global * 4 + slots * 8 + local * 4);
+}
+
+// Block fp8 with router logits: the routing launch's spare blocks quantize the hidden states
+// (independent of the routing), so the quant stage launches nothing and its bytes move to the
+// routing; precomputed topk_ids (no routing launch) and per-tensor fp8 (global amax first) keep
+// the quant stage.
+TEST(MoeFused, RoutingQuantizesBlockFp8) {
+  const MoeShape f8 = deepseek("fp8_block"), bf = deepseek("bf16");
+  MoeShape tensor = f8;
+  tensor.block_shape.reset();
+  EXPECT_TRUE(routing_fuses_quant(f8, true));
+  EXPECT_FALSE(routing_fuses_quant(f8, false));
+  EXPECT_FALSE(routing_fuses_quant(tensor, true));
+  EXPECT_FALSE(routing_fuses_quant(bf, true));
+  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 4), "routing+align+quant");
+  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 64), "routing+quant");
+  EXPECT_STREQ(stage_name(MoeStage::quant, f8, 64), "quant (in routing)");
+  EXPECT_STREQ(stage_name(MoeStage::quant, tensor, 64), "quant");
+  const std::int64_t M = 64;
+  const double m = double(M), K = f8.K;
+  const double quant_bytes = m * K * 2 + m * K + m * (K / 128) * 4;
+  EXPECT_EQ(moe::stage_cost(f8, MoeStage::quant, M, true).bytes, 0);
+  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::quant, M, false).bytes, quant_bytes);
+  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::routing, M, true).bytes,
+                   moe::stage_cost(bf, MoeStage::routing, M, true).bytes + quant_bytes);
 }
 
 TEST(MoeFused, StageNamesAndCostsSayTheActivationIsInGemm1) {
