@@ -5,6 +5,8 @@
 //
 // Pipeline (DESIGN.md): routing -> alignment -> [fp8: quantize hidden] -> GEMM1 (w13) ->
 // SiLU(gate)·up [fp8: quantize it] -> GEMM2 (w2, times the routed weight) -> sum over topk.
+// At M <= 4 forward() runs two decode kernels instead (FusedMoeOptions::decode_kernels): the
+// same math, GEMV per slot, one stage boundary instead of five.
 // bf16/fp16 at decode sizes (M*topk <= 8 slots per expert) run SiLU(gate)·up inside GEMM1's
 // epilogue (gemm1_fuses_act): GEMM1 writes the [M*topk, N] activation directly, the
 // [M*topk, 2N] intermediate never reaches memory and MoeStage::act launches nothing. Larger M
@@ -70,6 +72,12 @@ struct FusedMoeOptions {
   // are bit-identical either way, and CUDA graphs capture it. Ignored below sm_90 and on drivers
   // older than CUDA 12.3 (plain launches); `moetune bench/profile --no-pdl` turn it off.
   bool pdl = true;
+  // The decode kernels (kernels/moe_decode.cuh): forward() runs the whole layer in two launches
+  // for M <= 4 tokens where the shape fits them (decode_kernels_apply): routing, GEMM1 and
+  // SiLU·up in one, GEMM2 and the top-k sum in the other, GEMV per slot on the CUDA cores. The
+  // stage kernels (enqueue_stage, forward_staged) are unchanged. `--no-decode-kernels` turns it
+  // off (A/B).
+  bool decode_kernels = true;
 };
 
 // Device pointers of the layer's weights (see the layout comment above).
@@ -118,6 +126,9 @@ struct MoeWorkspaceLayout {
   std::size_t gemm_up_bytes = 0;
   std::size_t gemm_down = 0;             // GEMM2's: apart, as each stage's counters and
   std::size_t gemm_down_bytes = 0;       // partials have their own grid-dependent layout
+  bool decode = false;                   // forward runs the decode kernels at this M
+  std::size_t decode_act = 0;            // their SiLU(gate)·up [M*topk, N] act (0 bytes when
+                                         // the shape does not fit them; sized for min(M, 4))
   std::size_t total = 0;                 // bytes needed
 };
 
@@ -162,6 +173,14 @@ class FusedMoe {
   // The whole layer: out [M, K].
   void forward(const MoeInputs& in, const MoeWeights& w, void* out, void* workspace,
                std::size_t workspace_bytes, CUstream stream) const;
+  // The stage kernels one after another (enqueue_stage for every MoeStage) at any M: what
+  // forward runs where the decode kernels do not apply. Checks run it to read each stage's
+  // intermediates from the workspace (the decode kernels keep only topk ids/weights and act).
+  void forward_staged(const MoeInputs& in, const MoeWeights& w, void* out, void* workspace,
+                      std::size_t workspace_bytes, CUstream stream) const;
+  // Whether forward runs the decode kernels for M tokens (options.decode_kernels and
+  // decode_kernels_apply(shape, M)).
+  bool uses_decode_kernels(std::int64_t M) const;
   // One stage, reading its inputs from `in`/`w` and the workspace (earlier stages' outputs);
   // `out` is used by MoeStage::reduce only. Where gemm1_fuses_act(shape, M): gemm1 writes
   // SiLU(gate)·up into the workspace's `act` and MoeStage::act does nothing.
@@ -180,6 +199,10 @@ class FusedMoe {
 };
 
 const char* to_string(MoeStage s);
+// True when the decode kernels can run the layer for M tokens: 1 <= M <= 4, bf16, fp16 or
+// block-wise fp8, and the hidden state and a token's activations fit their shared memory
+// (src/moe/decode.hpp says what else; per-tensor fp8 never: it needs the global amax first).
+bool decode_kernels_apply(const MoeShape& shape, std::int64_t M);
 // True for NVRTC targets of sm_90 and newer ("sm_90a", "sm_100a", "sm_120"), where the
 // griddepcontrol instructions of programmatic dependent launch exist; false otherwise (and for
 // anything that is not "sm_<digits>...").

@@ -56,11 +56,15 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
   sub.add_flag("--no-pdl", o.no_pdl,
                "launch the stage kernels without programmatic dependent launch (default: PDL on "
                "sm_90+)");
+  sub.add_flag("--no-decode-kernels", o.no_decode_kernels,
+               "run the stage kernels at M <= 4 too (default: the two decode kernels there, "
+               "where the shape fits them)");
 }
 
 FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
   FusedMoeOptions f;
   f.pdl = !o.no_pdl;
+  f.decode_kernels = !o.no_decode_kernels;
   return f;
 }
 

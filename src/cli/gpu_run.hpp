@@ -32,6 +32,7 @@ struct MeasureCliOptions {
   bool hot = false;
   bool measured_ceilings = false;
   bool no_pdl = false;  // --no-pdl: plain stage launches (FusedMoeOptions::pdl = false)
+  bool no_decode_kernels = false;  // --no-decode-kernels: the stage kernels at every M
 };
 void add_measure_options(CLI::App& sub, MeasureCliOptions& o);
 // BenchOptions from the flags (no GPU work).

@@ -17,6 +17,7 @@
 #include "cuda/device.hpp"
 #include "cuda/driver.hpp"
 #include "gemm/gemm.hpp"
+#include "moe/decode.hpp"
 #include "moe/reference.hpp"
 #include "moe/stages.hpp"
 #include "moetune/error.hpp"
@@ -355,12 +356,37 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         in.hidden = reinterpret_cast<const void*>(d_hidden.ptr());
         in.router_logits = d_logits.as<const float>();
         try {
-          fm->forward(in, dw.view(), reinterpret_cast<void*>(d_out.ptr()),
-                      reinterpret_cast<void*>(ws.ptr()), ws.bytes(), stream);
+          // The stage kernels, whose intermediates the stage checks read from `ws`.
+          fm->forward_staged(in, dw.view(), reinterpret_cast<void*>(d_out.ptr()),
+                             reinterpret_cast<void*>(ws.ptr()), ws.bytes(), stream);
           stream.synchronize();
         } catch (const std::exception& e) {
           emit("forward", kNaN, thr, 0, e.what());
           continue;
+        }
+        // Where forward runs the decode kernels instead (M <= 4), its own call on a second
+        // poisoned workspace and output: the layer check judges that output, and its routing
+        // must equal the stage kernels' (same code, same inputs) bit for bit.
+        const bool decode = fm->uses_decode_kernels(M);
+        std::vector<std::uint16_t> decode_out;
+        std::vector<std::int32_t> decode_ids;
+        std::vector<float> decode_weights;
+        if (decode) {
+          cuda::DeviceBuffer ws2(std::max<std::size_t>(L.total, 256));
+          cuda::DeviceBuffer d_out2(std::size_t(M) * s.K * 2);
+          ws2.fill_u8(0xFF);
+          d_out2.fill_u8(0xFF);
+          try {
+            fm->forward(in, dw.view(), reinterpret_cast<void*>(d_out2.ptr()),
+                        reinterpret_cast<void*>(ws2.ptr()), ws2.bytes(), stream);
+            stream.synchronize();
+          } catch (const std::exception& e) {
+            emit("forward (decode kernels)", kNaN, thr, 0, e.what());
+            continue;
+          }
+          decode_ids = download<std::int32_t>(ws2, L.topk_ids, std::size_t(M) * s.topk);
+          decode_weights = download<float>(ws2, L.topk_weights, std::size_t(M) * s.topk);
+          decode_out = download<std::uint16_t>(d_out2, 0, std::size_t(M) * s.K);
         }
 
         // Download.
@@ -374,6 +400,17 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         g.align.num_tokens_post_padded =
             download<std::int32_t>(ws, L.num_tokens_post_padded, 1)[0];
         g.out = download<std::uint16_t>(d_out, 0, std::size_t(M) * s.K);
+        if (decode) {
+          std::int64_t differ = 0;
+          for (std::size_t i = 0; i < decode_ids.size(); ++i)
+            differ += decode_ids[i] != g.topk_ids[i] ||
+                      std::memcmp(&decode_weights[i], &g.topk_weights[i], sizeof(float)) != 0;
+          emit("decode routing", differ > 0 ? std::numeric_limits<double>::infinity() : 0.0, 0.0,
+               M,
+               differ > 0 ? fmt::format("{} of {} slots differ from the stage kernels' routing",
+                                        differ, decode_ids.size())
+                          : "the decode kernels' topk ids and weights equal the routing stage's");
+        }
         const std::int64_t start = std::int64_t(cs.rank) * s.E;
         auto local = [&](std::int64_t slot) {
           const std::int64_t e = g.topk_ids[slot] - start;
@@ -600,22 +637,29 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           const std::vector<double> ref =
               layer_reference(s, hview, M, hidden.data(), g.topk_ids.data(),
                               g.topk_weights.data(), layer_rows, lo);
+          // The layer's output is forward's: the decode kernels' where they ran.
+          const std::vector<std::uint16_t>& layer_out = decode ? decode_out : g.out;
           std::vector<double> got;
           got.reserve(ref.size());
           for (std::int64_t t : layer_rows)
-            for (int k = 0; k < s.K; ++k) got.push_back(half_bits_to_double(act, g.out[t * s.K + k]));
+            for (int k = 0; k < s.K; ++k)
+              got.push_back(half_bits_to_double(act, layer_out[t * s.K + k]));
           // Every element of out was written (poisoned with NaN before), sampled rows or not.
           std::int64_t non_finite = 0;
-          for (std::uint16_t b : g.out) non_finite += !std::isfinite(half_bits_to_double(act, b));
+          for (std::uint16_t b : layer_out)
+            non_finite += !std::isfinite(half_bits_to_double(act, b));
+          const std::string path = decode ? "decode kernels" : "";
           if (non_finite > 0) {
             emit("layer", kNaN, thr, M,
-                 fmt::format("{} of {} output elements are NaN/inf (unwritten or overflow)",
-                             non_finite, g.out.size()));
+                 fmt::format("{}{}{} of {} output elements are NaN/inf (unwritten or overflow)",
+                             path, decode ? ": " : "", non_finite, layer_out.size()));
           } else {
-            emit("layer", rel_error(got, ref), thr, std::int64_t(layer_rows.size()),
-                 M > opts.max_reference_rows
-                     ? fmt::format("reference on a sample of {} of {} tokens", layer_rows.size(), M)
-                     : "");
+            std::string detail =
+                M > opts.max_reference_rows
+                    ? fmt::format("reference on a sample of {} of {} tokens", layer_rows.size(), M)
+                    : "";
+            if (decode) detail = detail.empty() ? path : path + "; " + detail;
+            emit("layer", rel_error(got, ref), thr, std::int64_t(layer_rows.size()), detail);
           }
         }
       }
@@ -667,6 +711,19 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
     const MoeShape f8 = with_dtype_variant(cs.shape, "fp8_block");  // quantizing in its spare blocks
     specs.push_back(routing_spec(f8, arch, true));
     specs.push_back(route_align_spec(f8, 16, arch, true));
+    // The decode kernels (M <= 4): routing from logits, bf16 and (from sm_89) block fp8.
+    for (const MoeShape& d : {cs.shape, f8}) {
+      if ((d.dtype == Dtype::fp8_w8a8 && !has_fp8) || !decode_kernels_unfit(d).empty()) continue;
+      specs.push_back(decode_up_spec(d, arch, true));
+      specs.push_back(decode_down_spec(d, arch, true));
+    }
+  }
+  {  // and from precomputed ids, once
+    const MoeShape& d = shapes[0].shape;
+    if (decode_kernels_unfit(d).empty()) {
+      specs.push_back(decode_up_spec(d, arch, false));
+      specs.push_back(decode_down_spec(d, arch, false));
+    }
   }
   for (int bm : {16, 32, 64, 128, 256}) {
     specs.push_back(align_spec(bm, kAlignSmallThreads, arch));

@@ -10,6 +10,7 @@
 #include "cuda/driver.hpp"
 #include "cuda/jit.hpp"
 #include "gemm/gemm.hpp"
+#include "moe/decode.hpp"
 #include "moe/reference.hpp"
 #include "moe/stages.hpp"
 #include "moetune/error.hpp"
@@ -44,6 +45,10 @@ bool arch_supports_pdl(const std::string& arch) {
 
 bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logits) {
   return router_logits && moe::route_align_fits(shape, M);
+}
+
+bool decode_kernels_apply(const MoeShape& shape, std::int64_t M) {
+  return M >= 1 && M <= moe::kDecodeMaxTokens && moe::decode_kernels_unfit(shape).empty();
 }
 
 bool routing_fuses_quant(const MoeShape& shape, bool router_logits) {
@@ -264,6 +269,14 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   L.gemm_up_bytes = gemm_up_bytes;
   L.gemm_down = take(gemm_down_bytes);
   L.gemm_down_bytes = gemm_down_bytes;
+  // Sized for min(M, 4) tokens so that the total never shrinks as M grows.
+  const std::int64_t decode_tokens = std::min<std::int64_t>(M, moe::kDecodeMaxTokens);
+  const bool decode_fits = decode_kernels_apply(s, std::max<std::int64_t>(decode_tokens, 1));
+  L.decode = impl_->opts.decode_kernels && decode_kernels_apply(s, M);
+  L.decode_act =
+      take(impl_->opts.decode_kernels && decode_fits
+               ? static_cast<std::size_t>(decode_tokens) * s.topk * s.N * act_bytes
+               : 0);
   L.total = off;
   return L;
 }
@@ -306,6 +319,12 @@ void FusedMoe::prepare(std::int64_t max_M) {
   if (!fused_all)
     specs.push_back(block_fp8(s) ? moe::silu_mul_quant_spec(s, arch) : moe::silu_mul_spec(s, arch));
   specs.push_back(moe::topk_reduce_spec(s, arch));
+  if (impl_->opts.decode_kernels && decode_kernels_apply(s, 1)) {
+    for (bool route : {true, false}) {  // router logits, or precomputed ids
+      specs.push_back(moe::decode_up_spec(s, arch, route));
+      specs.push_back(moe::decode_down_spec(s, arch, route));
+    }
+  }
 
   auto& jit = cuda::Jit::instance();
   const auto compiled = jit.compile_many(specs);
@@ -460,10 +479,49 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
   }
 }
 
-void FusedMoe::forward(const MoeInputs& in, const MoeWeights& w, void* out, void* workspace,
-                       std::size_t workspace_bytes, CUstream stream) const {
+bool FusedMoe::uses_decode_kernels(std::int64_t M) const {
+  return impl_->opts.decode_kernels && decode_kernels_apply(impl_->shape, M);
+}
+
+void FusedMoe::forward_staged(const MoeInputs& in, const MoeWeights& w, void* out,
+                              void* workspace, std::size_t workspace_bytes,
+                              CUstream stream) const {
   if (in.M > 0 && out == nullptr) throw InputError("out", "null", "the output is needed");
   for (MoeStage st : kAllMoeStages) enqueue_stage(st, in, w, out, workspace, workspace_bytes, stream);
+}
+
+void FusedMoe::forward(const MoeInputs& in, const MoeWeights& w, void* out, void* workspace,
+                       std::size_t workspace_bytes, CUstream stream) const {
+  if (!uses_decode_kernels(in.M)) {
+    forward_staged(in, w, out, workspace, workspace_bytes, stream);
+    return;
+  }
+  const MoeShape& s = impl_->shape;
+  if (out == nullptr) throw InputError("out", "null", "the output is needed");
+  if (w.w13 == nullptr) throw InputError("w13", "null", "needed");
+  if (w.w2 == nullptr) throw InputError("w2", "null", "needed");
+  if (fp8(s) && (w.w13_scale == nullptr || w.w2_scale == nullptr))
+    throw InputError(w.w13_scale == nullptr ? "w13_scale" : "w2_scale", "null",
+                     "fp8 weights need their scales");
+  const MoeWorkspaceLayout L = workspace_layout(in.M);
+  const auto p = impl_->pointers(in, L, workspace, workspace_bytes);
+  moe::DecodeArgs a;
+  a.M = in.M;
+  a.rank = impl_->opts.rank;
+  a.router_logits = in.router_logits;
+  a.correction_bias = w.correction_bias;
+  a.topk_ids_in = in.topk_ids;
+  a.topk_weights_in = in.topk_weights;
+  a.topk_ids_out = reinterpret_cast<std::int32_t*>(p.ws + L.topk_ids);
+  a.topk_weights_out = reinterpret_cast<float*>(p.ws + L.topk_weights);
+  a.x = in.hidden;
+  a.w13 = w.w13;
+  a.w13_scale = w.w13_scale;
+  a.w2 = w.w2;
+  a.w2_scale = w.w2_scale;
+  a.act = p.ws + L.decode_act;
+  a.out = out;
+  moe::launch_decode(s, impl_->arch, a, stream, impl_->pdl);
 }
 
 void FusedMoe::enqueue_gemm_phase(const MoeInputs& in, const MoeWeights& w, void* workspace,

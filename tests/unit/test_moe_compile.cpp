@@ -21,7 +21,7 @@ TEST(MoeCompileOnly, SetCoversEveryKernel) {
   for (const auto& s : specs) files.insert(s.file);
   for (const char* f : {"routing.cuh", "moe_align.cuh", "moe_route_align.cuh", "quant_fp8_amax.cuh",
                         "quant_fp8_group.cuh", "silu_mul.cuh", "topk_reduce.cuh",
-                        "moe_gemm_mma.cuh"})
+                        "moe_gemm_mma.cuh", "moe_decode.cuh"})
     EXPECT_TRUE(files.count(f)) << f;
   // sm_90a: the wgmma kernel in every dtype, block fp8 warp-specialized (up) and not (down).
   std::set<std::string> names;

@@ -1,0 +1,64 @@
+// Host side of the decode kernels (kernels/moe_decode.cuh): the whole layer in two launches for
+// M <= kDecodeMaxTokens tokens, GEMV per slot on the CUDA cores. Their geometry (the only place
+// that knows the kernels' template parameter lists), whether a shape fits them, their specs and
+// their launch. No sync, no allocation.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <cuda.h>
+
+#include "cuda/jit.hpp"
+#include "moetune/model.hpp"
+
+namespace moetune::moe {
+
+// Tokens up to which FusedMoe::forward runs the decode kernels (FusedMoeOptions::decode_kernels).
+// Above it the staged pipeline's tensor-core GEMMs serve several tokens per weight read.
+inline constexpr std::int64_t kDecodeMaxTokens = 4;
+// Static shared memory of either kernel (the default per-block limit, no opt-in needed).
+inline constexpr int kDecodeSmemBytes = 48 * 1024;
+
+struct DecodeGeometry {
+  int nc = 0;            // moe_decode_up: act columns per block (gate and up rows: 2*nc)
+  int lpr_up = 0;        // lanes per w13 row
+  int threads_up = 0;
+  int hc = 0;            // moe_decode_down: output columns (w2 rows per slot) per block
+  int lpr_down = 0;      // lanes per w2 row
+  int threads_down = 0;
+};
+
+// "" when the decode kernels can run `shape` (bf16, fp16 or block-wise fp8; hidden state and the
+// token's activations within kDecodeSmemBytes as fp32; the w2 rows of one output column in
+// registers), else why not. M plays no part (forward adds M <= kDecodeMaxTokens).
+std::string decode_kernels_unfit(const MoeShape& shape);
+// The geometry for `shape` (decode_kernels_unfit(shape) must be ""; InputError otherwise).
+DecodeGeometry decode_geometry(const MoeShape& shape);
+
+// route: the kernels route from router logits (else they read precomputed topk ids/weights).
+cuda::KernelSpec decode_up_spec(const MoeShape& shape, const std::string& arch, bool route);
+cuda::KernelSpec decode_down_spec(const MoeShape& shape, const std::string& arch, bool route);
+
+struct DecodeArgs {
+  std::int64_t M = 0;
+  int rank = 0;
+  const float* router_logits = nullptr;  // or, when null, topk_ids_in / topk_weights_in
+  const float* correction_bias = nullptr;
+  const std::int32_t* topk_ids_in = nullptr;
+  const float* topk_weights_in = nullptr;
+  std::int32_t* topk_ids_out = nullptr;  // [M, topk] (written when routing)
+  float* topk_weights_out = nullptr;
+  const void* x = nullptr;               // [M, K] act
+  const void* w13 = nullptr;
+  const float* w13_scale = nullptr;
+  const void* w2 = nullptr;
+  const float* w2_scale = nullptr;
+  void* act = nullptr;                   // [M * topk, N] act (workspace)
+  void* out = nullptr;                   // [M, K] act
+};
+// Both launches (the second a programmatic dependent of the first when pdl). Throws InputError
+// when M is outside [1, kDecodeMaxTokens] or the shape does not fit.
+void launch_decode(const MoeShape& shape, const std::string& arch, const DecodeArgs& a,
+                   CUstream stream, bool pdl);
+
+}  // namespace moetune::moe
