@@ -38,6 +38,18 @@ __device__ __forceinline__ void warp_argmax(float& v, int& i) {
   }
 }
 
+// warp_argmax for the top-k picks, in two warp reductions (redux.sync, sm_80+) instead of five
+// shuffle rounds of two shuffles each: the largest value (as an order-preserving unsigned key),
+// then the smallest index among the lanes holding it. v must not be NaN.
+__device__ __forceinline__ void warp_argmax_redux(float& v, int& i) {
+  const unsigned bits = __float_as_uint(v + 0.0f);  // -0 -> +0: they tie, as in warp_argmax
+  const unsigned key = bits & 0x80000000u ? ~bits : bits | 0x80000000u;  // float order
+  const unsigned best = __reduce_max_sync(0xffffffffu, key);
+  i = static_cast<int>(
+      __reduce_min_sync(0xffffffffu, key == best ? static_cast<unsigned>(i) : 0xffffffffu));
+  v = __uint_as_float(best & 0x80000000u ? best & 0x7fffffffu : ~best);
+}
+
 }  // namespace routing_detail
 
 // One token's routing by one warp: every lane gets the TOPK ids (descending score) and their
@@ -148,7 +160,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
         e = lane + 32 * j;
       }
     }
-    routing_detail::warp_argmax(v, e);
+    routing_detail::warp_argmax_redux(v, e);
     float sv = 0.0f;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {

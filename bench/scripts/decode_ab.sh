@@ -5,7 +5,8 @@
 # Steps: gpu_test_moe_pdl (PDL on/off bit-identical, graph replays, NaN router rows at M = 4);
 # moetune check at CHECK_BATCH (the layer against the fp64 reference, the decode kernels' routing
 # against the routing stage's, every stage kernel); moetune bench at BENCH_BATCH on the three
-# anchors, decode kernels on and off interleaved twice. Summary last.
+# anchors, decode kernels on and off (and variant builds named in SIDES) interleaved twice.
+# Summary last.
 set -uo pipefail
 bench_batch=${BENCH_BATCH:-1,2,4,8} check_batch=${CHECK_BATCH:-1,2,3,4,5}
 out=/tmp/decode_ab_res; mkdir -p "$out" "${OUT:=$PWD/decode_ab_out}"
@@ -22,10 +23,13 @@ step check "${CHECK_S:-200}" .devbin/moetune check --batch "$check_batch" --conf
 i=0
 for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8" "--model qwen3.5-122b-a10b --tp 4"; do
   for run in 1 2; do
-    for side in stage decode; do
-      flag=""; [ "$side" = stage ] && flag="--no-decode-kernels"
+    for side in ${SIDES:-stage decode}; do
+      # stage: the stage kernels (--no-decode-kernels); decode: .devbin/moetune's default; any
+      # other name: .devbin/NAME/moetune's default (a variant build).
+      bin=.devbin/moetune flag=""
+      case $side in stage) flag="--no-decode-kernels" ;; decode) ;; *) bin=.devbin/$side/moetune ;; esac
       # shellcheck disable=SC2086
-      step "bench_${i}_${side}_$run" 30 .devbin/moetune bench $model --batch "$bench_batch" $flag
+      step "bench_${i}_${side}_$run" 30 "$bin" bench $model --batch "$bench_batch" $flag
     done
   done
   i=$((i + 1))

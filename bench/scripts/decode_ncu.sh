@@ -1,22 +1,19 @@
 #!/bin/bash
-# On a device machine (repository root; .devbin from pdl_build_devbin.sh and gemm_build_devbin.sh):
-# where block-fp8 decode time goes after swap-AB. `moetune profile` (per-stage times against each
-# stage's floor) of Qwen3.5 TP4 and DeepSeek-V3 TP8 fp8 at M = 8 and 64, then Nsight Compute of
-# Qwen's GEMM1 and GEMM2 at M = 64: swap-AB s2 (GEMM2's default), s3, and the former unswapped
-# GEMM2 default m16n64k64 s5 (clocks left alone). Raw output in $OUT.
+# On a device machine (repository root, .devbin from pdl_build_devbin.sh): Nsight Compute counters
+# of the decode kernels (kernels/moe_decode.cuh) in `moetune bench`, to see what limits them.
+# Clocks are left alone (--clock-control none). Env: NCU_MODEL (default the fp8 default model),
+# NCU_BATCH (default 1). Writes $OUT/decode.ncu-rep and $OUT/details.txt; prints the lines that say
+# what limits each kernel.
 set -uo pipefail
-out=${OUT:-$PWD/decode_ncu_out}
-mkdir -p "$out"
+out=${OUT:-$PWD/ncu_out}; mkdir -p "$out"
 export MOETUNE_CACHE_DIR=${MOETUNE_CACHE_DIR:-/tmp/moetune-cache}
-{ date -u; nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm --format=csv;
-  cat .devbin/commit.txt; } >"$out/env.txt" 2>&1
-timeout 60 .devbin/moetune profile --batch 8,64 >"$out/profile_qwen.txt" 2>&1
-timeout 60 .devbin/moetune profile --model deepseek-v3 --tp 8 --batch 8,64 \
-  >"$out/profile_dsv3.txt" 2>&1
-cat "$out/profile_qwen.txt" "$out/profile_dsv3.txt"
-OUT="$out/ncu" NCU_M=64 NCU_SHAPES=qwen3.5-tp4-fp8b GEMM_SPEED_BIN=.devbin/test_gemm_speed \
-  NCU_CONFIGS=m16n128k128_g1_w4_s2_sk1_ab1,m16n128k128_g1_w4_s3_sk1_ab1,m16n64k64_g1_w4_s5_sk1 \
-  timeout 400 bash bench/scripts/gemm_ncu.sh >"$out/ncu_summary.txt" 2>&1
-echo "ncu rc=$?"
-grep -E "^ncu |moe_gemm|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit (Shared|Registers)|Stall (Long|Barrier|Wait|Short)|Warp Cycles Per Issued" \
-  "$out/ncu_summary.txt" | cut -c1-150 | head -120
+model=${NCU_MODEL:---model qwen3.5-122b-a10b-fp8 --tp 4}
+# shellcheck disable=SC2086
+.devbin/moetune bench $model --batch "${NCU_BATCH:-1}" >"$out/bench.txt" 2>&1  # fills the JIT cache
+# shellcheck disable=SC2086
+timeout 240 ncu --clock-control none --set full -k regex:moe_decode --launch-skip 4 --launch-count 2 \
+  -f -o "$out/decode" .devbin/moetune bench $model --batch "${NCU_BATCH:-1}" >"$out/ncu.log" 2>&1
+echo "ncu exit $?"; tail -n 3 "$out/ncu.log"
+ncu --import "$out/decode.ncu-rep" --page details --print-units base --print-details all >"$out/details.txt" 2>&1
+grep -E "moe_decode|Duration|DRAM Throughput|Memory Throughput|Compute \(SM\)|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|Warp Cycles Per Issued|Issue Slots Busy|Issued Ipc|Bank Conflicts|L2 Hit|Executed Ipc|One or More|No Eligible" \
+  "$out/details.txt" | cut -c1-150 | head -120

@@ -11,21 +11,20 @@
 namespace moetune::moe {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kMaxRowsInRegisters = 64;  // moe_decode_down: 16-byte w2 vectors per lane
-
 bool block_fp8(const MoeShape& s) { return s.dtype == Dtype::fp8_w8a8 && s.block_shape; }
-int vec_elems(const MoeShape& s) { return block_fp8(s) ? 16 : 8; }  // per 16-byte load
+int elem_bytes(const MoeShape& s) { return block_fp8(s) ? 1 : 2; }
 
-// Lanes per weight row: the largest power of two <= 32 that divides the row's 16-byte vectors.
-int lanes_per_row(int vectors) {
-  int l = 32;
-  while (l > 1 && vectors % l != 0) l /= 2;
-  return l;
-}
+int routing_floats(const MoeShape& s) { return s.routing.n_group > 1 ? s.E_global : 1; }
 
-int routing_groups_floats(const MoeShape& s) {
-  return s.routing.n_group > 1 ? s.E_global : 1;
+// Warps per 16-row tile of moe_decode_up: 4 (8 warps, a gate and an up tile) where K allows,
+// each warp's slice of a row a whole number of 64-byte chunks (and of fp8 scale blocks).
+int warps_per_tile(const MoeShape& s) {
+  const long long row_bytes = static_cast<long long>(s.K) * elem_bytes(s);
+  const int unit = block_fp8(s) ? (*s.block_shape)[1] : 64;  // bytes
+  for (int wpt : {4, 2, 1})
+    if (row_bytes % (static_cast<long long>(wpt) * unit) == 0 && row_bytes / wpt % 64 == 0)
+      return wpt;
+  return 0;
 }
 
 }  // namespace
@@ -33,42 +32,48 @@ int routing_groups_floats(const MoeShape& s) {
 std::string decode_kernels_unfit(const MoeShape& s) {
   if (s.dtype == Dtype::fp8_w8a8 && !s.block_shape)
     return "per-tensor fp8 needs the global amax of the activation first";
-  if (s.topk < 1 || s.N < 8 || s.K < 8 || s.N % 8 != 0 || s.K % 8 != 0)
-    return "N and K must be multiples of 8";
+  if (s.topk < 1 || s.topk > 32) return "topk must be in [1, 32] (one warp per slot)";
+  const int es = elem_bytes(s);
+  if (s.N % 16 != 0 || (s.N * es) % 64 != 0)
+    return block_fp8(s) ? "N must be a multiple of 64" : "N must be a multiple of 32";
+  if (s.K % 16 != 0 || (s.K * es) % 64 != 0)
+    return block_fp8(s) ? "K must be a multiple of 64" : "K must be a multiple of 32";
   if (block_fp8(s)) {
-    const int bk = (*s.block_shape)[1], bn = (*s.block_shape)[0];
-    if (bk % 32 != 0 || s.K % bk != 0 || s.N % bk != 0 || bn < 1)
-      return "block_k must be a multiple of 32 dividing N and K";
+    const int bn = (*s.block_shape)[0], bk = (*s.block_shape)[1];
+    if (bk % 128 != 0 || s.K % bk != 0 || s.N % bk != 0)
+      return "block_k must be a multiple of 128 dividing N and K";
+    if (bn % 16 != 0 || s.K % bn != 0 || (2 * s.N) % bn != 0)
+      return "block_n must be a multiple of 16 dividing K and 2N";
   }
-  const int nc = s.N % 16 == 0 ? 16 : 8;
-  const int up_floats = s.K + 2 * nc + routing_groups_floats(s);
-  if (up_floats * 4 + 64 > kDecodeSmemBytes)
-    return fmt::format("the hidden state ({} floats) exceeds the shared memory", s.K);
-  const long long down_floats = static_cast<long long>(s.topk) * s.N + routing_groups_floats(s);
-  if (down_floats * 4 + 8LL * s.topk + 64 > kDecodeSmemBytes)
-    return fmt::format("a token's activations (topk x N = {} floats) exceed the shared memory",
+  if (s.N > 4096)  // moe_decode_down: one warp holds a slot's act row in registers on its way
+    return "N must be at most 4096";
+  const int wpt = warps_per_tile(s);
+  if (wpt == 0) return "K's row bytes do not split into 64-byte chunks";
+  if (block_fp8(s)) {  // a loader warp's share of the hidden state's quantization in registers
+    const int bk = (*s.block_shape)[1], loaders = 2 * wpt - 1;
+    if ((s.K / bk + loaders - 1) / loaders * (bk / 32) > 128)
+      return "the hidden state is too long for the loader warps";
+  }
+  const long long up_bytes = static_cast<long long>(s.K) * es + 4LL * routing_floats(s) +
+                             (block_fp8(s) ? 4LL * s.K / (*s.block_shape)[1] : 4) + 128LL * wpt + 16;
+  if (up_bytes > kDecodeSmemBytes)
+    return fmt::format("the hidden state (K = {}) exceeds the shared memory", s.K);
+  const long long down_bytes = static_cast<long long>(s.topk) * s.N * es +
+                               (block_fp8(s) ? 4LL * s.topk * (s.N / (*s.block_shape)[1]) : 4LL * s.topk) +
+                               72LL * s.topk + 4LL * routing_floats(s);
+  if (down_bytes > kDecodeSmemBytes)
+    return fmt::format("a token's activations (topk x N = {} values) exceed the shared memory",
                        static_cast<long long>(s.topk) * s.N);
-  const int v = vec_elems(s);
-  const int lpr_down = lanes_per_row(s.N / v);
-  if (s.N / v % lpr_down != 0 || s.topk * (s.N / v / lpr_down) > kMaxRowsInRegisters)
-    return "a token's w2 rows of one output column exceed the registers";
-  const int lpr_up = lanes_per_row(s.K / v);
-  if (2 * nc * lpr_up < 64) return "too few lanes per block for the hidden state's rows";
-  if (s.K % (kThreads / lpr_down) != 0) return "K must be a multiple of the output tile";
   return "";
 }
 
 DecodeGeometry decode_geometry(const MoeShape& s) {
   const std::string why = decode_kernels_unfit(s);
   if (!why.empty()) throw InputError("shape", s.source.empty() ? "?" : s.source, why);
-  const int v = vec_elems(s);
   DecodeGeometry g;
-  g.nc = s.N % 16 == 0 ? 16 : 8;
-  g.lpr_up = lanes_per_row(s.K / v);
-  g.threads_up = std::min(kThreads, 2 * g.nc * g.lpr_up);  // every sub-warp >= one row
-  g.lpr_down = lanes_per_row(s.N / v);
-  g.threads_down = kThreads;
-  g.hc = g.threads_down / g.lpr_down;  // one output column per sub-warp
+  g.wpt = warps_per_tile(s);
+  g.threads_up = 64 * g.wpt;
+  g.threads_down = 32 * s.topk;
   return g;
 }
 
@@ -86,23 +91,21 @@ static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, 
   arg("K", s.K);
   arg("N", s.N);
   arg("TOPK", s.topk);
-  arg("BN", f8 ? (*s.block_shape)[0] : 1);
-  arg("BK", f8 ? (*s.block_shape)[1] : 32);
-  arg(up ? "NC" : "HC", up ? g.nc : g.hc);
-  arg("LPR", up ? g.lpr_up : g.lpr_down);
-  arg("THREADS", up ? g.threads_up : g.threads_down);
+  arg("BN", f8 ? (*s.block_shape)[0] : 16);
+  arg("BK", f8 ? (*s.block_shape)[1] : 128);
+  if (up) arg("WPT", g.wpt);
   k.template_args.emplace_back("ROUTE", route ? "true" : "false");
-  // The routing's own parameters, as routing_spec names them (without its launch shape).
-  for (const auto& a : routing_spec(s, arch, false).template_args)
+  // The routing's own parameters, as routing_spec names them (not its launch shape or TOPK).
+  const cuda::KernelSpec r = routing_spec(s, arch, false);
+  for (const auto& a : r.template_args)
     if (a.first != "WARPS" && a.first != "ACT" && a.first != "QUANT_GROUP" && a.first != "TOPK")
       k.template_args.push_back(a);
-  const std::string routing_name = routing_spec(s, arch, false).name.substr(
-      std::string("moe_routing_").size());
   k.name = fmt::format("moe_decode_{}_{}_k{}_n{}_top{}{}_{}{}", up ? "up" : "down",
                        f8 ? fmt::format("fp8b{}x{}", (*s.block_shape)[0], (*s.block_shape)[1])
                           : std::string(to_string(s.dtype)),
-                       s.K, s.N, s.topk, up ? fmt::format("_nc{}", g.nc) : fmt::format("_hc{}", g.hc),
-                       route ? "route_" : "ids", route ? routing_name : "");
+                       s.K, s.N, s.topk, up ? fmt::format("_w{}", g.wpt) : std::string(),
+                       route ? "route_" : "ids",
+                       route ? r.name.substr(std::string("moe_routing_").size()) : "");
   return k;
 }
 
@@ -146,11 +149,11 @@ void launch_decode(const MoeShape& s, const std::string& arch, const DecodeArgs&
   void* up_args[] = {&logits, &bias, &ids_in, &w_in, &ids_out, &w_out, &rsf,
                      &x,      &w13,  &w13s,   &act,  &start,   &e};
   jit.get(decode_up_spec(s, arch, route))
-      ->launch(cuda::Dim3{static_cast<unsigned>(s.N / g.nc), static_cast<unsigned>(a.M * s.topk), 1},
+      ->launch(cuda::Dim3{static_cast<unsigned>(s.N / g.cols), static_cast<unsigned>(a.M * s.topk), 1},
                cuda::Dim3{static_cast<unsigned>(g.threads_up), 1, 1}, 0, stream, up_args, lo);
   void* down_args[] = {&logits, &bias, &ids_in, &w_in, &rsf, &act, &w2, &w2s, &out, &start, &e};
   jit.get(decode_down_spec(s, arch, route))
-      ->launch(cuda::Dim3{static_cast<unsigned>(s.K / g.hc), static_cast<unsigned>(a.M), 1},
+      ->launch(cuda::Dim3{static_cast<unsigned>(s.K / g.cols), static_cast<unsigned>(a.M), 1},
                cuda::Dim3{static_cast<unsigned>(g.threads_down), 1, 1}, 0, stream, down_args, lo);
 }
 

@@ -20,17 +20,16 @@ inline constexpr std::int64_t kDecodeMaxTokens = 4;
 inline constexpr int kDecodeSmemBytes = 48 * 1024;
 
 struct DecodeGeometry {
-  int nc = 0;            // moe_decode_up: act columns per block (gate and up rows: 2*nc)
-  int lpr_up = 0;        // lanes per w13 row
-  int threads_up = 0;
-  int hc = 0;            // moe_decode_down: output columns (w2 rows per slot) per block
-  int lpr_down = 0;      // lanes per w2 row
-  int threads_down = 0;
+  int wpt = 0;           // moe_decode_up: warps per 16-row tile (each a 1/wpt slice of K)
+  int threads_up = 0;    // 64 * wpt: a gate and an up tile
+  int threads_down = 0;  // moe_decode_down: 32 * topk, one warp per slot
+  int cols = 16;         // act columns per moe_decode_up block, outputs per moe_decode_down block
 };
 
-// "" when the decode kernels can run `shape` (bf16, fp16 or block-wise fp8; hidden state and the
-// token's activations within kDecodeSmemBytes as fp32; the w2 rows of one output column in
-// registers), else why not. M plays no part (forward adds M <= kDecodeMaxTokens).
+// "" when the decode kernels can run `shape` (bf16, fp16 or block-wise fp8 with block_k a
+// multiple of 128 and block_n of 16; N a multiple of 16 (32 for 16-bit), K of 16 (64 for fp8);
+// topk <= 32; the hidden state and a token's activations within kDecodeSmemBytes), else why not.
+// M plays no part (forward adds M <= kDecodeMaxTokens).
 std::string decode_kernels_unfit(const MoeShape& shape);
 // The geometry for `shape` (decode_kernels_unfit(shape) must be ""; InputError otherwise).
 DecodeGeometry decode_geometry(const MoeShape& shape);
