@@ -173,13 +173,12 @@ __device__ __forceinline__ void warp_vector(const unsigned char* __restrict__ sr
   }
 }
 
-// Chunks per load batch: the largest divisor of `chunks` that is a multiple of `unit` (the
-// chunks of one scale block) and <= `cap` (16-byte loads in flight per row per lane).
+// Chunks per load batch: `cap` (16-byte loads in flight per row per lane) rounded down to a
+// multiple of `unit` (the chunks of one scale block), at most `chunks`; the last batch may be
+// partial (still whole scale blocks: chunks is a multiple of unit).
 __host__ __device__ constexpr int batch_chunks(int chunks, int unit, int cap) {
-  int best = unit;
-  for (int c = unit; c <= cap && c <= chunks; c += unit)
-    if (chunks % c == 0) best = c;
-  return best;
+  const int c = cap / unit * unit;
+  return c < unit ? unit : (c > chunks ? chunks : c);
 }
 
 }  // namespace decode_detail
@@ -189,6 +188,7 @@ template <int ACT,          // tile_math::kDtypeBf16 / kDtypeFp16
           int K, int N, int TOPK,
           int BN, int BK,   // fp8 block shape (WFP8), else unused
           int WPT,          // warps per 16-row tile (each a 1/WPT slice of K)
+          int BATCH,        // 64-byte chunks per row loaded before the first is used
           bool ROUTE,       // route from router_logits (else precomputed ids)
           int E_GLOBAL, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
           bool RENORMALIZE>  // the routing's (routing.cuh)
@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(64 * WPT)
   constexpr int kWarpBytes = kRowBytes / WPT;     // each warp's slice of a row
   constexpr int kChunks = kWarpBytes / 64;
   constexpr int kUnit = WFP8 ? BK / 64 : 1;       // chunks per scale block
-  constexpr int kBatch = decode_detail::batch_chunks(kChunks, kUnit, 8);
+  constexpr int kBatch = decode_detail::batch_chunks(kChunks, kUnit, BATCH);
   static_assert(N % 16 == 0 && kRowBytes % (64 * WPT) == 0, "N, K and WPT");
   static_assert(!WFP8 || (BK % 128 == 0 && kWarpBytes % BK == 0 && BN % 16 == 0 &&
                           (2 * N) % BN == 0 && K % BK == 0),
@@ -290,13 +290,17 @@ __global__ void __launch_bounds__(64 * WPT)
 #pragma unroll 1
   for (int b0 = 0; b0 < kChunks; b0 += kBatch) {
     uint4 ra[kBatch], rb[kBatch];
+    const bool full = kChunks % kBatch == 0 || b0 + kBatch <= kChunks;
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
-      ra[i] = decode_detail::ldg_stream(pa + (b0 + i) * 64);
-      rb[i] = decode_detail::ldg_stream(pb + (b0 + i) * 64);
+      if (full || b0 + i < kChunks) {
+        ra[i] = decode_detail::ldg_stream(pa + (b0 + i) * 64);
+        rb[i] = decode_detail::ldg_stream(pb + (b0 + i) * 64);
+      }
     }
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
+      if (!full && b0 + i >= kChunks) break;
       const uint4 xv = *reinterpret_cast<const uint4*>(px + (b0 + i) * 64);
       decode_detail::mma_chunk<WFP8, ACT>(c, ra[i], rb[i], xv);
       if constexpr (WFP8) {
@@ -351,8 +355,8 @@ __global__ void __launch_bounds__(32 * TOPK)
   constexpr int kChunks = kRowBytes / 64;
   constexpr int kUnit = WFP8 ? BK / 64 : 1;
   // Chunks loaded before the PDL wait (all of a w2 row at the anchors' N = 256).
-  constexpr int kPre = kChunks < (TOPK <= 8 ? 8 : 4) ? kChunks : (TOPK <= 8 ? 8 : 4);
-  constexpr int kBatch = decode_detail::batch_chunks(kChunks, kUnit, 8);
+  constexpr int kPre = decode_detail::batch_chunks(kChunks, kUnit, TOPK <= 8 ? 8 : 4);
+  constexpr int kBatch = kPre;  // the chunks after the wait, as many at a time
   static_assert(TOPK >= 1 && TOPK <= 32, "one warp per slot");
   static_assert(kRowBytes % 64 == 0 && K % 16 == 0, "N and K");
   static_assert(!WFP8 || (BK % 128 == 0 && N % BK == 0 && BN % 16 == 0 && K % BN == 0),
@@ -437,18 +441,22 @@ __global__ void __launch_bounds__(32 * TOPK)
 #pragma unroll
     for (int i = 0; i < kPre; ++i) chunk(i, pre_a[i], pre_b[i]);
     if constexpr (kChunks > kPre) {
-      static_assert(kPre % kUnit == 0 && (kChunks - kPre) % kBatch == 0,
-                    "chunks after the wait come in whole batches");
 #pragma unroll 1
       for (int b0 = kPre; b0 < kChunks; b0 += kBatch) {
         uint4 ra[kBatch], rb[kBatch];
+        const bool full = b0 + kBatch <= kChunks;  // else a partial batch: whole scale blocks
 #pragma unroll
         for (int i = 0; i < kBatch; ++i) {
-          ra[i] = decode_detail::ldg_stream(pa + (b0 + i) * 64);
-          rb[i] = decode_detail::ldg_stream(pb + (b0 + i) * 64);
+          if (full || b0 + i < kChunks) {
+            ra[i] = decode_detail::ldg_stream(pa + (b0 + i) * 64);
+            rb[i] = decode_detail::ldg_stream(pb + (b0 + i) * 64);
+          }
         }
 #pragma unroll
-        for (int i = 0; i < kBatch; ++i) chunk(b0 + i, ra[i], rb[i]);
+        for (int i = 0; i < kBatch; ++i) {
+          if (!full && b0 + i >= kChunks) break;
+          chunk(b0 + i, ra[i], rb[i]);
+        }
       }
     }
     if constexpr (!WFP8) {

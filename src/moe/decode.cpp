@@ -16,14 +16,23 @@ int elem_bytes(const MoeShape& s) { return block_fp8(s) ? 1 : 2; }
 
 int routing_floats(const MoeShape& s) { return s.routing.n_group > 1 ? s.E_global : 1; }
 
+constexpr int kMaxBatch = 8;  // 64-byte chunks per row in flight per lane (two uint4 each)
+
+bool splits(const MoeShape& s, int wpt) {
+  const long long row_bytes = static_cast<long long>(s.K) * elem_bytes(s);
+  const int unit = block_fp8(s) ? (*s.block_shape)[1] : 64;  // bytes
+  return row_bytes % (static_cast<long long>(wpt) * unit) == 0 && row_bytes / wpt % 64 == 0;
+}
+
+int chunks_per_warp(const MoeShape& s, int wpt) {
+  return static_cast<int>(static_cast<long long>(s.K) * elem_bytes(s) / wpt / 64);
+}
+
 // Warps per 16-row tile of moe_decode_up: 4 (8 warps, a gate and an up tile) where K allows,
 // each warp's slice of a row a whole number of 64-byte chunks (and of fp8 scale blocks).
 int warps_per_tile(const MoeShape& s) {
-  const long long row_bytes = static_cast<long long>(s.K) * elem_bytes(s);
-  const int unit = block_fp8(s) ? (*s.block_shape)[1] : 64;  // bytes
   for (int wpt : {4, 2, 1})
-    if (row_bytes % (static_cast<long long>(wpt) * unit) == 0 && row_bytes / wpt % 64 == 0)
-      return wpt;
+    if (splits(s, wpt)) return wpt;
   return 0;
 }
 
@@ -55,7 +64,7 @@ std::string decode_kernels_unfit(const MoeShape& s) {
       return "the hidden state is too long for the loader warps";
   }
   const long long up_bytes = static_cast<long long>(s.K) * es + 4LL * routing_floats(s) +
-                             (block_fp8(s) ? 4LL * s.K / (*s.block_shape)[1] : 4) + 128LL * wpt + 16;
+                             (block_fp8(s) ? 4LL * s.K / (*s.block_shape)[1] : 4) + 128LL * 8 /* s_part at 16 warps */ + 16;
   if (up_bytes > kDecodeSmemBytes)
     return fmt::format("the hidden state (K = {}) exceeds the shared memory", s.K);
   const long long down_bytes = static_cast<long long>(s.topk) * s.N * es +
@@ -67,19 +76,34 @@ std::string decode_kernels_unfit(const MoeShape& s) {
   return "";
 }
 
-DecodeGeometry decode_geometry(const MoeShape& s) {
+DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M) {
   const std::string why = decode_kernels_unfit(s);
   if (!why.empty()) throw InputError("shape", s.source.empty() ? "?" : s.source, why);
   DecodeGeometry g;
   g.wpt = warps_per_tile(s);
+  const int unit = block_fp8(s) ? (*s.block_shape)[1] / 64 : 1;  // chunks per scale block
+  if (M <= 1 && splits(s, 8) && chunks_per_warp(s, 8) >= 14) {
+    // One block per SM at M = 1 (N/16 * topk blocks): 16 warps keep more bytes in flight.
+    // Measured (bench/results/2026-12-01_h200_decode.md): DeepSeek-V3 fp8 (14 chunks per warp)
+    // 24.9 µs against 28.7 with 8 warps; Qwen3.5 fp8 (6) and bf16 (12) were slower with 16.
+    g.wpt = 8;
+    g.batch = kMaxBatch / unit * unit;  // the last batch of a row slice may be partial
+  } else {
+    // Several blocks per SM: batches that divide the slice (fewer registers; DeepSeek-V3 fp8
+    // M = 4: 70.6 µs with 4-chunk batches, 80.0 with 8 + a partial one).
+    const int chunks = chunks_per_warp(s, g.wpt);
+    g.batch = unit;
+    for (int b = unit; b <= kMaxBatch && b <= chunks; b += unit)
+      if (chunks % b == 0) g.batch = b;
+  }
   g.threads_up = 64 * g.wpt;
   g.threads_down = 32 * s.topk;
   return g;
 }
 
 static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, bool route,
-                                    bool up) {
-  const DecodeGeometry g = decode_geometry(s);
+                                    bool up, std::int64_t M) {
+  const DecodeGeometry g = decode_geometry(s, M);
   cuda::KernelSpec k;
   k.file = "moe_decode.cuh";
   k.kernel = up ? "moetune::moe_decode_up" : "moetune::moe_decode_down";
@@ -93,7 +117,10 @@ static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, 
   arg("TOPK", s.topk);
   arg("BN", f8 ? (*s.block_shape)[0] : 16);
   arg("BK", f8 ? (*s.block_shape)[1] : 128);
-  if (up) arg("WPT", g.wpt);
+  if (up) {
+    arg("WPT", g.wpt);
+    arg("BATCH", g.batch);
+  }
   k.template_args.emplace_back("ROUTE", route ? "true" : "false");
   // The routing's own parameters, as routing_spec names them (not its launch shape or TOPK).
   const cuda::KernelSpec r = routing_spec(s, arch, false);
@@ -103,17 +130,18 @@ static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, 
   k.name = fmt::format("moe_decode_{}_{}_k{}_n{}_top{}{}_{}{}", up ? "up" : "down",
                        f8 ? fmt::format("fp8b{}x{}", (*s.block_shape)[0], (*s.block_shape)[1])
                           : std::string(to_string(s.dtype)),
-                       s.K, s.N, s.topk, up ? fmt::format("_w{}", g.wpt) : std::string(),
+                       s.K, s.N, s.topk, up ? fmt::format("_w{}b{}", g.wpt, g.batch) : std::string(),
                        route ? "route_" : "ids",
                        route ? r.name.substr(std::string("moe_routing_").size()) : "");
   return k;
 }
 
-cuda::KernelSpec decode_up_spec(const MoeShape& s, const std::string& arch, bool route) {
-  return decode_spec(s, arch, route, true);
+cuda::KernelSpec decode_up_spec(const MoeShape& s, const std::string& arch, bool route,
+                                std::int64_t M) {
+  return decode_spec(s, arch, route, true, M);
 }
 cuda::KernelSpec decode_down_spec(const MoeShape& s, const std::string& arch, bool route) {
-  return decode_spec(s, arch, route, false);
+  return decode_spec(s, arch, route, false, 1);
 }
 
 void launch_decode(const MoeShape& s, const std::string& arch, const DecodeArgs& a,
@@ -121,7 +149,7 @@ void launch_decode(const MoeShape& s, const std::string& arch, const DecodeArgs&
   if (a.M < 1 || a.M > kDecodeMaxTokens)
     throw InputError("M", std::to_string(a.M),
                      fmt::format("the decode kernels take 1..{} tokens", kDecodeMaxTokens));
-  const DecodeGeometry g = decode_geometry(s);
+  const DecodeGeometry g = decode_geometry(s, a.M);
   const bool route = a.router_logits != nullptr;
   if (!route && (a.topk_ids_in == nullptr || a.topk_weights_in == nullptr))
     throw InputError("topk_ids", "null", "router_logits or topk_ids and topk_weights are needed");
@@ -148,7 +176,7 @@ void launch_decode(const MoeShape& s, const std::string& arch, const DecodeArgs&
   auto& jit = cuda::Jit::instance();
   void* up_args[] = {&logits, &bias, &ids_in, &w_in, &ids_out, &w_out, &rsf,
                      &x,      &w13,  &w13s,   &act,  &start,   &e};
-  jit.get(decode_up_spec(s, arch, route))
+  jit.get(decode_up_spec(s, arch, route, a.M))
       ->launch(cuda::Dim3{static_cast<unsigned>(s.N / g.cols), static_cast<unsigned>(a.M * s.topk), 1},
                cuda::Dim3{static_cast<unsigned>(g.threads_up), 1, 1}, 0, stream, up_args, lo);
   void* down_args[] = {&logits, &bias, &ids_in, &w_in, &rsf, &act, &w2, &w2s, &out, &start, &e};

@@ -21,7 +21,9 @@ inline constexpr int kDecodeSmemBytes = 48 * 1024;
 
 struct DecodeGeometry {
   int wpt = 0;           // moe_decode_up: warps per 16-row tile (each a 1/wpt slice of K)
+                         // (up to 8; the unfit test holds for any of 1, 2, 4)
   int threads_up = 0;    // 64 * wpt: a gate and an up tile
+  int batch = 0;         // moe_decode_up: 64-byte chunks per row in flight per lane
   int threads_down = 0;  // moe_decode_down: 32 * topk, one warp per slot
   int cols = 16;         // act columns per moe_decode_up block, outputs per moe_decode_down block
 };
@@ -31,11 +33,14 @@ struct DecodeGeometry {
 // topk <= 32; the hidden state and a token's activations within kDecodeSmemBytes), else why not.
 // M plays no part (forward adds M <= kDecodeMaxTokens).
 std::string decode_kernels_unfit(const MoeShape& shape);
-// The geometry for `shape` (decode_kernels_unfit(shape) must be ""; InputError otherwise).
-DecodeGeometry decode_geometry(const MoeShape& shape);
+// The geometry for `shape` at M tokens (decode_kernels_unfit(shape) must be ""; InputError
+// otherwise). moe_decode_up's depends on M: 16 warps per block at M = 1 where each warp's slice
+// of K stays >= 14 chunks (one block per SM there), else 8; load batches that divide the slice.
+DecodeGeometry decode_geometry(const MoeShape& shape, std::int64_t M);
 
 // route: the kernels route from router logits (else they read precomputed topk ids/weights).
-cuda::KernelSpec decode_up_spec(const MoeShape& shape, const std::string& arch, bool route);
+cuda::KernelSpec decode_up_spec(const MoeShape& shape, const std::string& arch, bool route,
+                                std::int64_t M);
 cuda::KernelSpec decode_down_spec(const MoeShape& shape, const std::string& arch, bool route);
 
 struct DecodeArgs {

@@ -321,7 +321,11 @@ void FusedMoe::prepare(std::int64_t max_M) {
   specs.push_back(moe::topk_reduce_spec(s, arch));
   if (impl_->opts.decode_kernels && decode_kernels_apply(s, 1)) {
     for (bool route : {true, false}) {  // router logits, or precomputed ids
-      specs.push_back(moe::decode_up_spec(s, arch, route));
+      std::set<std::string> names;  // moe_decode_up's geometry may differ at M = 1 and above
+      for (std::int64_t M = 1; M <= std::min<std::int64_t>(max_M, moe::kDecodeMaxTokens); ++M) {
+        cuda::KernelSpec up = moe::decode_up_spec(s, arch, route, M);
+        if (names.insert(up.name).second) specs.push_back(std::move(up));
+      }
       specs.push_back(moe::decode_down_spec(s, arch, route));
     }
   }

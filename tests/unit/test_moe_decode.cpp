@@ -1,0 +1,126 @@
+// The decode kernels' host side (no GPU): which shapes they take, their geometry per M, the
+// workspace they need, and what their kernel specs carry.
+#include <algorithm>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "moe/check.hpp"
+#include "moe/decode.hpp"
+#include "moetune/error.hpp"
+#include "moetune/fused_moe.hpp"
+
+namespace moetune::moe {
+namespace {
+
+MoeShape anchor(int i, const char* dtype) {
+  return with_dtype_variant(anchor_check_shapes()[i].shape, dtype);
+}
+
+std::string arg(const cuda::KernelSpec& k, const std::string& name) {
+  for (const auto& [n, v] : k.template_args)
+    if (n == name) return v;
+  return "";
+}
+
+TEST(MoeDecode, TakesTheAnchorsAndRefusesWhatItCannotRun) {
+  for (int i : {0, 1})
+    for (const char* d : {"bf16", "fp16", "fp8_block"})
+      EXPECT_EQ(decode_kernels_unfit(anchor(i, d)), "") << i << " " << d;
+  EXPECT_NE(decode_kernels_unfit(anchor(0, "fp8_tensor")).find("per-tensor"), std::string::npos);
+  MoeShape s = anchor(0, "fp8_block");
+  s.N = 8192;  // a token's act row no longer fits a warp's registers
+  EXPECT_NE(decode_kernels_unfit(s), "");
+  s = anchor(0, "bf16");
+  s.topk = 33;
+  EXPECT_NE(decode_kernels_unfit(s).find("topk"), std::string::npos);
+  s = anchor(0, "bf16");
+  s.K = 3000;  // 6000 row bytes: not 64-byte chunks
+  EXPECT_NE(decode_kernels_unfit(s), "");
+  s = anchor(0, "bf16");
+  s.K = 32768;  // the hidden state (64 KiB as bf16) exceeds 48 KiB of shared memory
+  EXPECT_NE(decode_kernels_unfit(s).find("shared memory"), std::string::npos);
+  s = anchor(0, "fp8_block");
+  s.block_shape = std::array<int, 2>{128, 64};  // block_k 64: a scale per chunk, not supported
+  EXPECT_NE(decode_kernels_unfit(s).find("block_k"), std::string::npos);
+  EXPECT_THROW(decode_geometry(anchor(0, "fp8_tensor"), 1), InputError);
+  // The layer's predicate adds M.
+  const MoeShape q = anchor(0, "fp8_block");
+  EXPECT_FALSE(decode_kernels_apply(q, 0));
+  for (std::int64_t M = 1; M <= kDecodeMaxTokens; ++M) EXPECT_TRUE(decode_kernels_apply(q, M));
+  EXPECT_FALSE(decode_kernels_apply(q, kDecodeMaxTokens + 1));
+  EXPECT_FALSE(decode_kernels_apply(anchor(0, "fp8_tensor"), 1));
+}
+
+TEST(MoeDecode, GeometryPerM) {
+  // DeepSeek-V3 fp8 TP8: K = 7168 e4m3 bytes; 16 warps at M = 1 (896 bytes = 14 chunks each),
+  // 8 above with 4-chunk batches (28 chunks per warp).
+  const MoeShape ds = anchor(1, "fp8_block");
+  DecodeGeometry g = decode_geometry(ds, 1);
+  EXPECT_EQ(g.wpt, 8);
+  EXPECT_EQ(g.threads_up, 512);
+  EXPECT_EQ(g.batch, 8);
+  EXPECT_EQ(g.threads_down, 32 * ds.topk);
+  g = decode_geometry(ds, 2);
+  EXPECT_EQ(g.wpt, 4);
+  EXPECT_EQ(g.threads_up, 256);
+  EXPECT_EQ(g.batch, 4);
+  // Qwen3.5 fp8 TP4: K = 3072: 8 warps at every M (16 would leave 6 chunks each), batches of 6.
+  const MoeShape qf = anchor(0, "fp8_block");
+  for (std::int64_t M : {1, 4}) {
+    g = decode_geometry(qf, M);
+    EXPECT_EQ(g.wpt, 4) << M;
+    EXPECT_EQ(g.batch, 6) << M;
+  }
+  // bf16: 6144 row bytes = 24 chunks per warp at 8 warps (12 at 16: not taken), batches of 8.
+  g = decode_geometry(anchor(0, "bf16"), 1);
+  EXPECT_EQ(g.wpt, 4);
+  EXPECT_EQ(g.batch, 8);
+  EXPECT_EQ(g.cols, 16);
+}
+
+TEST(MoeDecode, SpecsCarryTheirGeometryAndRouting) {
+  const MoeShape ds = anchor(1, "fp8_block");
+  const auto up1 = decode_up_spec(ds, "sm_90a", true, 1), up2 = decode_up_spec(ds, "sm_90a", true, 2);
+  EXPECT_EQ(arg(up1, "WPT"), "8");
+  EXPECT_EQ(arg(up2, "WPT"), "4");
+  EXPECT_NE(up1.name, up2.name);  // both are prepared and cached apart
+  EXPECT_EQ(arg(up1, "WFP8"), "true");
+  EXPECT_EQ(arg(up1, "K"), "7168");
+  EXPECT_EQ(arg(up1, "N_GROUP"), "8");  // DeepSeek's grouped routing, as routing_spec's
+  EXPECT_EQ(arg(up1, "HAS_BIAS"), "true");
+  EXPECT_EQ(std::count_if(up1.template_args.begin(), up1.template_args.end(),
+                          [](const auto& a) { return a.first == "TOPK"; }),
+            1);
+  const auto down = decode_down_spec(ds, "sm_90a", false);
+  EXPECT_EQ(arg(down, "ROUTE"), "false");
+  EXPECT_EQ(arg(down, "WPT"), "");  // the down kernel has no K split
+  EXPECT_NE(down.name.find("ids"), std::string::npos);
+}
+
+TEST(MoeDecode, WorkspaceHoldsTheActivationAndNeverShrinks) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  for (const char* d : {"bf16", "fp8_block"}) {
+    const MoeShape s = anchor(0, d);
+    FusedMoe fm(s, h200);
+    std::size_t prev = 0;
+    for (std::int64_t M = 1; M <= 600; ++M) {
+      const MoeWorkspaceLayout L = fm.workspace_layout(M);
+      EXPECT_EQ(L.decode, M <= kDecodeMaxTokens) << d << " M=" << M;
+      EXPECT_EQ(fm.uses_decode_kernels(M), M <= kDecodeMaxTokens);
+      const std::size_t act = std::min<std::int64_t>(M, kDecodeMaxTokens) * s.topk * s.N * 2;
+      EXPECT_GE(L.total, prev) << d << " M=" << M;
+      EXPECT_GE(L.total - L.decode_act, act) << d << " M=" << M;  // the region lies inside
+      prev = L.total;
+    }
+    FusedMoeOptions off;
+    off.decode_kernels = false;
+    FusedMoe staged(s, h200, {}, {}, off);
+    EXPECT_FALSE(staged.uses_decode_kernels(1));
+    EXPECT_FALSE(staged.workspace_layout(1).decode);
+    EXPECT_LT(staged.workspace_layout(4).total, fm.workspace_layout(4).total);
+  }
+}
+
+}  // namespace
+}  // namespace moetune::moe
