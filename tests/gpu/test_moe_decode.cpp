@@ -15,6 +15,7 @@
 
 #include "cuda/context.hpp"
 #include "cuda/device.hpp"
+#include "cuda/driver.hpp"
 #include "moe/bench_data.hpp"
 #include "moe/check.hpp"
 #include "moe/reference.hpp"
@@ -97,7 +98,9 @@ TEST(MoeDecodeGpu, MatchesTheStageKernelsWithOtherRanksSlots) {
             const double a = half_bits_to_double(act, out_d[t * s.K + k]);
             const double r = half_bits_to_double(act, out_s[t * s.K + k]);
             nonfinite += !std::isfinite(a);
-            if (!any) EXPECT_EQ(a, 0.0) << "token " << t << " has no local slot";
+            if (!any) {
+              EXPECT_EQ(a, 0.0) << "token " << t << " has no local slot";
+            }
             num += (a - r) * (a - r);
             den += r * r;
           }
