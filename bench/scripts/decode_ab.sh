@@ -3,6 +3,7 @@
 # and A/B'd against the stage kernels in the same binary (--no-decode-kernels). Carry .devbin
 # with moetune and gpu_test_moe_pdl (bench/scripts/pdl_build_devbin.sh).
 # Steps: gpu_test_moe_pdl (PDL on/off bit-identical, graph replays, NaN router rows at M = 4);
+# gpu_test_moe_decode when built (decode against stage kernels at EP rank 1, precomputed ids);
 # moetune check at CHECK_BATCH (the layer against the fp64 reference, the decode kernels' routing
 # against the routing stage's, every stage kernel); moetune bench at BENCH_BATCH on the three
 # anchors, decode kernels on and off (and variant builds named in SIDES) interleaved twice.
@@ -19,6 +20,7 @@ step() {  # step NAME SECONDS command...
   echo "$name: exit $? in $(( $(date +%s) - t0 )) s" | tee -a "$out/summary.txt"
 }
 step test_pdl 90 .devbin/gpu_test_moe_pdl --gtest_color=no
+[ -x .devbin/gpu_test_moe_decode ] && step test_decode 120 .devbin/gpu_test_moe_decode --gtest_color=no
 step check "${CHECK_S:-200}" .devbin/moetune check --batch "$check_batch" --configs 1 --variants bf16,fp8_block
 i=0
 for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8" "--model qwen3.5-122b-a10b --tp 4"; do
@@ -42,6 +44,7 @@ for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8"
 done
 tar -czf "$OUT/decode_ab.tgz" -C "$out" .
 grep -E "^timing|\[  (FAILED|PASSED) |FAILED" "$out/test_pdl.txt"
+[ -f "$out/test_decode.txt" ] && grep -E "rel\. error|\[  (FAILED|PASSED) |Failure" "$out/test_decode.txt"
 echo "check: ok $(grep -c '^ok' "$out/check.txt"), not ok:"; grep -vE "^ok " "$out/check.txt" | tail -n 8
 grep -qE "^[0-9]+ checks on .*, [0-9]+ failed" "$out/check.txt" || echo "check: NOT FINISHED (no summary line)"
 for f in "$out"/bench_*.txt; do echo "=== $(basename "$f")"; tail -n 6 "$f"; done
