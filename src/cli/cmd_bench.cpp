@@ -1,6 +1,9 @@
-// moetune bench [--config FILE] [--vs FILE2] [--hot] [--no-pdl]: per-M latency of the layer and
-// the GEMM phase with 95% CI, GB/s, TFLOP/s and % of the floor; --vs says faster / slower /
-// within noise; --no-pdl launches the stages without programmatic dependent launch (A/B).
+// moetune bench [--config FILE] [--vs FILE2] [--hot] [--no-pdl] [--no-decode-kernels]: per-M
+// latency of the layer and the GEMM phase with 95% CI, GB/s, TFLOP/s and % of the floor; --vs
+// says faster / slower / within noise; --no-pdl launches the stages without programmatic
+// dependent launch, --no-decode-kernels runs the stage kernels at M <= 4 too (A/Bs).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +11,7 @@
 #include "cli/commands.hpp"
 #include "cli/gpu_run.hpp"
 #include "cli/shape_json.hpp"
+#include "moe/decode.hpp"
 #include "moetune/fused_moe.hpp"
 
 namespace moetune::cli {
@@ -97,6 +101,10 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
                              {"shape", shape_json(t.shape, t.gpu)},
                              {"config", a.label},
                              {"pdl", pdl},
+                             {"decode_kernels_max_M",
+                              fo.decode_kernels && decode_kernels_apply(t.shape, 1)
+                                  ? moe::kDecodeMaxTokens
+                                  : std::int64_t{0}},
                              {"rows", rows_json(rows_a)}};
     if (b) {
       j["vs"] = b->label;
@@ -119,6 +127,12 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
              opts.hot ? "hot: cache-resident" : "cold: rotating routing sets",
              pdl ? "PDL" : "no PDL");
   print_rows(a.label, rows_a);
+  if (fo.decode_kernels &&
+      std::any_of(rows_a.begin(), rows_a.end(),
+                  [&](const moe::LayerBenchRow& r) { return decode_kernels_apply(t.shape, r.M); }))
+    fmt::print("(M <= {}: the layer runs the two decode kernels, --no-decode-kernels the stage "
+               "kernels; gemm_us is the stage kernels' GEMM phase)\n",
+               moe::kDecodeMaxTokens);
   if (b) {
     print_rows(b->label, rows_b);
     fmt::print("{} vs {} (95% CI of the ratio of medians):\n", a.label, b->label);

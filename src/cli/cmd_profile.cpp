@@ -50,6 +50,7 @@ int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
                      {"dominant", to_string(r.dominant)},
                      {"stages_sum_us", r.stages_sum_s * 1e6},
                      {"layer_us", r.layer.median_s * 1e6},
+                     {"layer_kernels", r.layer_decode ? "decode" : "stages"},
                      {"stages", stages}});
     }
     nlohmann::ordered_json j{{"gpu", t.gpu.name},
@@ -63,8 +64,11 @@ int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
   fmt::print("{} on {} ({}, config: {}, {})\n", shape_title(t.shape), t.gpu.name,
              opts.hot ? "hot" : "cold", tables.label, moe.pdl() ? "PDL" : "no PDL");
   for (const moe::ProfileRow& r : rows) {
-    fmt::print("\nM={}: layer {:.2f} us, stages sum {:.2f} us, dominant {}\n", r.M,
-               r.layer.median_s * 1e6, r.stages_sum_s * 1e6, stage_name(r.dominant, t.shape, r.M));
+    fmt::print("\nM={}: layer {:.2f} us{}, stages sum {:.2f} us, dominant {}\n", r.M,
+               r.layer.median_s * 1e6,
+               r.layer_decode ? " (the two decode kernels; the stages below are the stage kernels')"
+                              : "",
+               r.stages_sum_s * 1e6, stage_name(r.dominant, t.shape, r.M));
     fmt::print("  {:<18}  {:>10}  {:>10}  {:>7}  {:>7}\n", "stage", "time_us", "floor_us", "%floor",
                "share");
     for (const moe::StageTiming& s : r.stages) {

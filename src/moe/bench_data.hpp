@@ -1,5 +1,5 @@
 // Device data for timing a FusedMoe (internal to src/moe): random weights and `rotation` routing
-// sets (hidden, router logits, workspace, out), each set's workspace filled by one forward().
+// sets (hidden, router logits, workspace, out), each set's workspace filled by one call.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -25,7 +25,9 @@ struct BenchData {
 // Random weights for the FusedMoe's shape (uploaded once; reused across M).
 void make_bench_weights(const FusedMoe& moe, std::uint64_t seed, BenchData& d);
 // Replaces the routing sets with `rotation` fresh ones for M tokens (fewer when they would pass
-// max_set_bytes, never fewer than 1) and runs forward() once on each, on `stream`.
+// max_set_bytes, never fewer than 1) and runs forward_staged() and forward() once on each, on
+// `stream`: every stage's intermediates are in the workspace (the decode kernels write only
+// routing and their activation), so stages and the GEMM phase can be timed alone.
 void make_bench_sets(const FusedMoe& moe, std::int64_t M, int rotation, std::size_t max_set_bytes,
                      std::uint64_t seed, BenchData& d, CUstream stream);
 
