@@ -173,6 +173,31 @@ __device__ __forceinline__ void warp_vector(const unsigned char* __restrict__ sr
   }
 }
 
+// Chunks [first, CHUNKS) of rows pa and pb (each lane's 16 bytes per 64-byte chunk), BATCH
+// chunks' loads in flight before the first is used (the last batch may be partial); f(c, ra, rb)
+// consumes chunk c in order.
+template <int BATCH, int CHUNKS, class F>
+__device__ __forceinline__ void stream_chunks(const unsigned char* pa, const unsigned char* pb,
+                                              int first, F&& f) {
+#pragma unroll 1  // one batch in flight at a time: the register budget
+  for (int b0 = first; b0 < CHUNKS; b0 += BATCH) {
+    uint4 ra[BATCH], rb[BATCH];
+    const bool full = b0 + BATCH <= CHUNKS;
+#pragma unroll
+    for (int i = 0; i < BATCH; ++i) {
+      if (full || b0 + i < CHUNKS) {
+        ra[i] = ldg_stream(pa + (b0 + i) * 64);
+        rb[i] = ldg_stream(pb + (b0 + i) * 64);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < BATCH; ++i) {
+      if (!full && b0 + i >= CHUNKS) break;
+      f(b0 + i, ra[i], rb[i]);
+    }
+  }
+}
+
 // Chunks per load batch: `cap` (16-byte loads in flight per row per lane) rounded down to a
 // multiple of `unit` (the chunks of one scale block), at most `chunks`; the last batch may be
 // partial (still whole scale blocks: chunks is a multiple of unit).
@@ -287,33 +312,20 @@ __global__ void __launch_bounds__(64 * WPT)
       WFP8 ? w13_scale + (static_cast<long long>(e) * (2 * N / BN) + row0 / BN) * (K / BK) : nullptr;
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float acc0 = 0.0f, acc8 = 0.0f;  // rows g and g + 8 of column 0 (lanes with q == 0)
-#pragma unroll 1
-  for (int b0 = 0; b0 < kChunks; b0 += kBatch) {
-    uint4 ra[kBatch], rb[kBatch];
-    const bool full = kChunks % kBatch == 0 || b0 + kBatch <= kChunks;
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      if (full || b0 + i < kChunks) {
-        ra[i] = decode_detail::ldg_stream(pa + (b0 + i) * 64);
-        rb[i] = decode_detail::ldg_stream(pb + (b0 + i) * 64);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      if (!full && b0 + i >= kChunks) break;
-      const uint4 xv = *reinterpret_cast<const uint4*>(px + (b0 + i) * 64);
-      decode_detail::mma_chunk<WFP8, ACT>(c, ra[i], rb[i], xv);
-      if constexpr (WFP8) {
-        if ((i + 1) % kUnit == 0) {  // a BK block done: scale its sum
-          const int kb = (wk * kWarpBytes + (b0 + i) * 64) / BK;
-          const float s = __ldg(ws_row + kb) * s_xs[kb];
-          acc0 = fmaf(c[0], s, acc0);
-          acc8 = fmaf(c[2], s, acc8);
-          c[0] = c[1] = c[2] = c[3] = 0.0f;
+  decode_detail::stream_chunks<kBatch, kChunks>(
+      pa, pb, 0, [&](int i, const uint4& ra, const uint4& rb) {
+        const uint4 xv = *reinterpret_cast<const uint4*>(px + i * 64);
+        decode_detail::mma_chunk<WFP8, ACT>(c, ra, rb, xv);
+        if constexpr (WFP8) {
+          if ((i + 1) % kUnit == 0) {  // a BK block done: scale its sum
+            const int kb = (wk * kWarpBytes + i * 64) / BK;
+            const float s = __ldg(ws_row + kb) * s_xs[kb];
+            acc0 = fmaf(c[0], s, acc0);
+            acc8 = fmaf(c[2], s, acc8);
+            c[0] = c[1] = c[2] = c[3] = 0.0f;
+          }
         }
-      }
-    }
-  }
+      });
   if constexpr (!WFP8) {
     acc0 = c[0];
     acc8 = c[2];
@@ -440,25 +452,7 @@ __global__ void __launch_bounds__(32 * TOPK)
     };
 #pragma unroll
     for (int i = 0; i < kPre; ++i) chunk(i, pre_a[i], pre_b[i]);
-    if constexpr (kChunks > kPre) {
-#pragma unroll 1
-      for (int b0 = kPre; b0 < kChunks; b0 += kBatch) {
-        uint4 ra[kBatch], rb[kBatch];
-        const bool full = b0 + kBatch <= kChunks;  // else a partial batch: whole scale blocks
-#pragma unroll
-        for (int i = 0; i < kBatch; ++i) {
-          if (full || b0 + i < kChunks) {
-            ra[i] = decode_detail::ldg_stream(pa + (b0 + i) * 64);
-            rb[i] = decode_detail::ldg_stream(pb + (b0 + i) * 64);
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < kBatch; ++i) {
-          if (!full && b0 + i >= kChunks) break;
-          chunk(b0 + i, ra[i], rb[i]);
-        }
-      }
-    }
+    if constexpr (kChunks > kPre) decode_detail::stream_chunks<kBatch, kChunks>(pa, pb, kPre, chunk);
     if constexpr (!WFP8) {
       y0 = c[0];
       y8 = c[2];
