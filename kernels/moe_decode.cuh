@@ -384,7 +384,8 @@ __global__ void __launch_bounds__(32 * TOPK)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // Routing and weights are not moe_decode_up's outputs, and moe_decode_up waited for the kernel
   // before it (so the router logits are complete) before it let this grid start: route and load
-  // the w2 rows now, while moe_decode_up still streams w13.
+  // the w2 rows now, while moe_decode_up still streams w13 (the one exception to the wait-first
+  // rule of common/pdl.cuh, noted there). Nothing is written before the wait.
   if (warp == 0) {
     int ids[TOPK];
     float w[TOPK];

@@ -6,15 +6,17 @@
 // Pipeline (DESIGN.md): routing -> alignment -> [fp8: quantize hidden] -> GEMM1 (w13) ->
 // SiLU(gate)·up [fp8: quantize it] -> GEMM2 (w2, times the routed weight) -> sum over topk.
 // At M <= 4 forward() runs two decode kernels instead (FusedMoeOptions::decode_kernels): the
-// same math, GEMV per slot, one stage boundary instead of five.
+// same math, each GEMM a tensor-core product of a slot's expert with its one token, one stage
+// boundary instead of five.
 // bf16/fp16 at decode sizes (M*topk <= 8 slots per expert) run SiLU(gate)·up inside GEMM1's
 // epilogue (gemm1_fuses_act): GEMM1 writes the [M*topk, N] activation directly, the
 // [M*topk, 2N] intermediate never reaches memory and MoeStage::act launches nothing. Larger M
 // and fp8_w8a8 keep GEMM1 -> [M*topk, 2N] -> SiLU·up (+ fp8 quantization): measured faster there.
 // Block fp8's activation stage is one kernel (SiLU·up and its per-token block_k quantization:
 // MoeWorkspaceLayout::act_quant_fused); per-tensor fp8 needs the global amax first (three).
-// Decode sizes (routing_fuses_align) route and align in one single-block launch; block fp8
-// quantizes the hidden states in the routing launch (routing_fuses_quant).
+// The stage kernels (forward_staged, enqueue_stage; forward above M = 4) route and align in one
+// single-block launch at M <= 4 (routing_fuses_align); block fp8 quantizes the hidden states in
+// the routing launch (routing_fuses_quant).
 // On sm_90+ each stage kernel is a programmatic dependent launch (FusedMoeOptions::pdl): it may
 // start while the previous kernel on the stream (a stage, or the caller's last kernel) finishes,
 // and waits on the GPU for its completion before touching memory.
@@ -74,7 +76,8 @@ struct FusedMoeOptions {
   bool pdl = true;
   // The decode kernels (kernels/moe_decode.cuh): forward() runs the whole layer in two launches
   // for M <= 4 tokens where the shape fits them (decode_kernels_apply): routing, GEMM1 and
-  // SiLU·up in one, GEMM2 and the top-k sum in the other, GEMV per slot on the CUDA cores. The
+  // SiLU·up in one, GEMM2 and the top-k sum in the other, each GEMM on the tensor cores with the
+  // slot's one token (kernels/moe_decode.cuh). The
   // stage kernels (enqueue_stage, forward_staged) are unchanged. `--no-decode-kernels` turns it
   // off (A/B).
   bool decode_kernels = true;
@@ -126,7 +129,8 @@ struct MoeWorkspaceLayout {
   std::size_t gemm_up_bytes = 0;
   std::size_t gemm_down = 0;             // GEMM2's: apart, as each stage's counters and
   std::size_t gemm_down_bytes = 0;       // partials have their own grid-dependent layout
-  bool decode = false;                   // forward runs the decode kernels at this M
+  bool decode = false;                   // forward runs the decode kernels at this M (and then
+                                         // writes only topk_ids/weights and decode_act)
   std::size_t decode_act = 0;            // their SiLU(gate)·up [M*topk, N] act (0 bytes when
                                          // the shape does not fit them; sized for min(M, 4))
   std::size_t total = 0;                 // bytes needed
@@ -170,7 +174,10 @@ class FusedMoe {
   // Needs a GPU. After it, enqueue calls for M <= max_M do no compilation.
   void prepare(std::int64_t max_M);
 
-  // The whole layer: out [M, K].
+  // The whole layer: out [M, K]. Where the decode kernels run (uses_decode_kernels(M)) it writes
+  // only topk_ids/topk_weights (when routing) and decode_act in the workspace: the stage
+  // intermediates (alignment tables, a_q, h, act, y) are left as they were, so enqueue_stage and
+  // enqueue_gemm_phase need a forward_staged() of the same inputs first.
   void forward(const MoeInputs& in, const MoeWeights& w, void* out, void* workspace,
                std::size_t workspace_bytes, CUstream stream) const;
   // The stage kernels one after another (enqueue_stage for every MoeStage) at any M: what

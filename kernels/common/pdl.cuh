@@ -9,6 +9,10 @@
 //   would overwrite). The stage kernels call it first thing, unconditionally, in every thread:
 //   a kernel that finished without waiting could complete before its own predecessor, and a
 //   later kernel that waits only on it would then race that predecessor.
+//   One exception, kernels/moe_decode.cuh's moe_decode_down: it reads the router logits and
+//   the weights before its wait. Its only predecessor, moe_decode_up, lets it start only once
+//   every moe_decode_up thread has passed its own wait, so the kernel that wrote those inputs
+//   has completed; moe_decode_down writes nothing before its wait.
 // pdl_launch_dependents(): lets the next kernel's blocks be scheduled once every block of this
 //   grid has called it or exited (griddepcontrol.launch_dependents). Only a scheduling hint:
 //   the dependents still pdl_wait() for this grid's completion and memory flush. The small

@@ -80,7 +80,8 @@ int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
 
   auto on_result = [&](const moe::CheckResult& r) {
     if (g.json) return;
-    if (!r.ok || o.verbose || r.stage == "layer") fmt::print("{}\n", result_line(r));
+    // "layer" and "layer (decode kernels)" always; the other stages when they fail (--verbose: all).
+    if (!r.ok || o.verbose || r.stage.rfind("layer", 0) == 0) fmt::print("{}\n", result_line(r));
     std::fflush(stdout);
   };
   moe::CheckReport report =

@@ -365,15 +365,17 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           continue;
         }
         // Where forward runs the decode kernels instead (M <= 4), its own call on a second
-        // poisoned workspace and output: the layer check judges that output, and its routing
-        // must equal the stage kernels' (same code, same inputs) bit for bit.
-        const bool decode = fm->uses_decode_kernels(M);
+        // poisoned workspace and output: "layer (decode kernels)" judges that output next to the
+        // stage kernels' "layer", and its routing must equal theirs (same code, same inputs)
+        // bit for bit.
+        bool decode = fm->uses_decode_kernels(M);
         std::vector<std::uint16_t> decode_out;
         std::vector<std::int32_t> decode_ids;
         std::vector<float> decode_weights;
+        cuda::DeviceBuffer ws2, d_out2;
         if (decode) {
-          cuda::DeviceBuffer ws2(std::max<std::size_t>(L.total, 256));
-          cuda::DeviceBuffer d_out2(std::size_t(M) * s.K * 2);
+          ws2 = cuda::DeviceBuffer(std::max<std::size_t>(L.total, 256));
+          d_out2 = cuda::DeviceBuffer(std::size_t(M) * s.K * 2);
           ws2.fill_u8(0xFF);
           d_out2.fill_u8(0xFF);
           try {
@@ -382,8 +384,10 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
             stream.synchronize();
           } catch (const std::exception& e) {
             emit("forward (decode kernels)", kNaN, thr, 0, e.what());
-            continue;
+            decode = false;  // the stage kernels' checks still run
           }
+        }
+        if (decode) {
           decode_ids = download<std::int32_t>(ws2, L.topk_ids, std::size_t(M) * s.topk);
           decode_weights = download<float>(ws2, L.topk_weights, std::size_t(M) * s.topk);
           decode_out = download<std::uint16_t>(d_out2, 0, std::size_t(M) * s.K);
@@ -637,30 +641,32 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           const std::vector<double> ref =
               layer_reference(s, hview, M, hidden.data(), g.topk_ids.data(),
                               g.topk_weights.data(), layer_rows, lo);
-          // The layer's output is forward's: the decode kernels' where they ran.
-          const std::vector<std::uint16_t>& layer_out = decode ? decode_out : g.out;
-          std::vector<double> got;
-          got.reserve(ref.size());
-          for (std::int64_t t : layer_rows)
-            for (int k = 0; k < s.K; ++k)
-              got.push_back(half_bits_to_double(act, layer_out[t * s.K + k]));
-          // Every element of out was written (poisoned with NaN before), sampled rows or not.
-          std::int64_t non_finite = 0;
-          for (std::uint16_t b : layer_out)
-            non_finite += !std::isfinite(half_bits_to_double(act, b));
-          const std::string path = decode ? "decode kernels" : "";
-          if (non_finite > 0) {
-            emit("layer", kNaN, thr, M,
-                 fmt::format("{}{}{} of {} output elements are NaN/inf (unwritten or overflow)",
-                             path, decode ? ": " : "", non_finite, layer_out.size()));
-          } else {
-            std::string detail =
-                M > opts.max_reference_rows
-                    ? fmt::format("reference on a sample of {} of {} tokens", layer_rows.size(), M)
-                    : "";
-            if (decode) detail = detail.empty() ? path : path + "; " + detail;
-            emit("layer", rel_error(got, ref), thr, std::int64_t(layer_rows.size()), detail);
-          }
+          // The stage kernels' output ("layer") and, where forward runs them, the decode
+          // kernels' ("layer (decode kernels)"), against the same reference.
+          auto judge = [&](const char* stage, const std::vector<std::uint16_t>& layer_out) {
+            std::vector<double> got;
+            got.reserve(ref.size());
+            for (std::int64_t t : layer_rows)
+              for (int k = 0; k < s.K; ++k)
+                got.push_back(half_bits_to_double(act, layer_out[t * s.K + k]));
+            // Every element of out was written (poisoned with NaN before), sampled rows or not.
+            std::int64_t non_finite = 0;
+            for (std::uint16_t b : layer_out)
+              non_finite += !std::isfinite(half_bits_to_double(act, b));
+            if (non_finite > 0) {
+              emit(stage, kNaN, thr, M,
+                   fmt::format("{} of {} output elements are NaN/inf (unwritten or overflow)",
+                               non_finite, layer_out.size()));
+            } else {
+              emit(stage, rel_error(got, ref), thr, std::int64_t(layer_rows.size()),
+                   M > opts.max_reference_rows
+                       ? fmt::format("reference on a sample of {} of {} tokens",
+                                     layer_rows.size(), M)
+                       : "");
+            }
+          };
+          judge("layer", g.out);
+          if (decode) judge("layer (decode kernels)", decode_out);
         }
       }
     }

@@ -53,7 +53,7 @@ struct CheckResult {
   std::string dtype;    // variant name
   std::int64_t M = 0;
   std::string stage;    // "routing", "align", "quant", "gemm1", "act", "act_quant", "gemm2",
-                        // "reduce", "layer"
+                        // "reduce", "layer", "layer (decode kernels)", "decode routing"
   std::string config;   // "up <json> down <json>" of the configs used
   double error = 0;     // relative Frobenius error (NaN when the output held NaN/inf)
   double threshold = 0;

@@ -84,10 +84,11 @@ DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M) {
   const int unit = block_fp8(s) ? (*s.block_shape)[1] / 64 : 1;  // chunks per scale block
   if (M <= 1 && splits(s, 8) && chunks_per_warp(s, 8) >= 14) {
     // One block per SM at M = 1 (N/16 * topk blocks): 16 warps keep more bytes in flight.
-    // Measured (bench/results/2026-12-01_h200_decode.md): DeepSeek-V3 fp8 (14 chunks per warp)
+    // Measured (bench/results/2026-12-01_h200_eighth_session.md, call 5): DeepSeek-V3 fp8 (14
+    // chunks per warp)
     // 24.9 µs against 28.7 with 8 warps; Qwen3.5 fp8 (6) and bf16 (12) were slower with 16.
     g.wpt = 8;
-    g.batch = kMaxBatch / unit * unit;  // the last batch of a row slice may be partial
+    g.batch = std::max(unit, kMaxBatch / unit * unit);  // the last batch may be partial
   } else {
     // Several blocks per SM: batches that divide the slice (fewer registers; DeepSeek-V3 fp8
     // M = 4: 70.6 µs with 4-chunk batches, 80.0 with 8 + a partial one).

@@ -1,5 +1,6 @@
 // Host side of the decode kernels (kernels/moe_decode.cuh): the whole layer in two launches for
-// M <= kDecodeMaxTokens tokens, GEMV per slot on the CUDA cores. Their geometry (the only place
+// M <= kDecodeMaxTokens tokens, each GEMM a tensor-core product of a slot's expert with its one
+// token (mma.sync, the token in column 0). Their geometry (the only place
 // that knows the kernels' template parameter lists), whether a shape fits them, their specs and
 // their launch. No sync, no allocation.
 #pragma once
@@ -29,8 +30,9 @@ struct DecodeGeometry {
 };
 
 // "" when the decode kernels can run `shape` (bf16, fp16 or block-wise fp8 with block_k a
-// multiple of 128 and block_n of 16; N a multiple of 16 (32 for 16-bit), K of 16 (64 for fp8);
-// topk <= 32; the hidden state and a token's activations within kDecodeSmemBytes), else why not.
+// multiple of 128 dividing N and K and block_n a multiple of 16 dividing K and 2N; 16-bit: N and
+// K multiples of 32; fp8: of 64; N <= 4096; topk <= 32; the hidden state and a token's
+// activations within kDecodeSmemBytes), else why not.
 // M plays no part (forward adds M <= kDecodeMaxTokens).
 std::string decode_kernels_unfit(const MoeShape& shape);
 // The geometry for `shape` at M tokens (decode_kernels_unfit(shape) must be ""; InputError

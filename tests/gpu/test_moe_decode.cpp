@@ -75,6 +75,9 @@ TEST(MoeDecodeGpu, MatchesTheStageKernelsWithOtherRanksSlots) {
           b.workspace.download(v.data(), slots * 4, L.topk_weights);
           return v;
         };
+        // A poisoned workspace (the decode kernels need no initial state, and the ids and
+        // weights compared below must be theirs, not an earlier call's).
+        b.workspace.fill_u8(0xFF);
         const auto out_d = run(fm, false, b.inputs, d, b, stream);
         const auto ids_d = ids_of();
         const auto w_d = weights_of();

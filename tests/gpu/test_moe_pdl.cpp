@@ -1,8 +1,10 @@
 // Programmatic dependent launch on a GPU (sm_90+; skipped below): the layer with PDL (the
 // default there) and without gives bit-identical outputs, eager and captured into a CUDA graph of
 // back-to-back calls (where consecutive calls overlap too), for every dtype, decode to prefill
-// sizes and a split-K table (the alignment, or routing+align in one kernel at M <= 4, zeroes its
-// counters, also on a poisoned workspace). Router rows of NaN or -inf still route to real experts.
+// sizes (at M <= 4 the decode kernels, kernels/moe_decode.cuh) and a split-K table of the stage
+// kernels (the alignment, or routing+align in one kernel at M <= 4, zeroes its counters, also on
+// a poisoned workspace: those tests turn the decode kernels off, which ignore the GEMM configs).
+// Router rows of NaN or -inf still route to real experts.
 // Then a short timing of graph replays with and without PDL, printed for the record (not
 // asserted: the GPU decides).
 #include <algorithm>
@@ -71,11 +73,13 @@ std::vector<std::uint16_t> run_layer(const FusedMoe& fm, const BenchData& d, boo
   return out.download_as<std::uint16_t>(n);
 }
 
+// decode: FusedMoeOptions::decode_kernels (false: the stage kernels at every M).
 void expect_identical(const MoeShape& s, const ConfigTable& up, const char* label,
-                      const std::vector<std::int64_t>& batch) {
-  FusedMoeOptions off;
+                      const std::vector<std::int64_t>& batch, bool decode = true) {
+  FusedMoeOptions on, off;
+  on.decode_kernels = off.decode_kernels = decode;
   off.pdl = false;
-  FusedMoe on_moe(s, local_gpu(), up, {}), off_moe(s, local_gpu(), up, {}, off);
+  FusedMoe on_moe(s, local_gpu(), up, {}, on), off_moe(s, local_gpu(), up, {}, off);
   ASSERT_TRUE(on_moe.pdl());
   ASSERT_FALSE(off_moe.pdl());
   std::int64_t max_M = 1;
@@ -108,20 +112,22 @@ void expect_identical(const MoeShape& s, const ConfigTable& up, const char* labe
 TEST_F(MoePdlGpu, OutputsBitIdenticalEveryDtype) {
   for (const char* dt : {"bf16", "fp16", "fp8_block", "fp8_tensor"}) {
     const MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, dt);
-    // 1, 8, 64: decode (bf16/fp16 fuse the activation into GEMM1); 257: the unfused path.
+    // 1: the decode kernels (fp8_tensor: the stage kernels); 8, 64: the stage kernels' decode
+    // path (bf16/fp16 fuse the activation into GEMM1); 257: the unfused path.
     expect_identical(s, {}, dt, {1, 8, 64, 257});
   }
 }
 
-// Split-K: the alignment (or routing+align) zeroes the GEMMs' arrival counters (no memset node:
-// the split-K GEMM stays a PDL launch); the counters must be zero again after every call.
+// Split-K (stage kernels, decode kernels off): the alignment (or routing+align) zeroes the GEMMs'
+// arrival counters (no memset node: the split-K GEMM stays a PDL launch); the counters must be
+// zero again after every call.
 TEST_F(MoePdlGpu, OutputsBitIdenticalSplitK) {
   const MoeShape bf = with_dtype_variant(anchor_check_shapes()[0].shape, "bf16");
   expect_identical(bf, ConfigTable{{1, KernelConfig{16, 64, 64, 1, 4, 3, 2}}}, "bf16 split-K 2",
-                   {1, 8, 64});
+                   {1, 8, 64}, false);
   const MoeShape f8 = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
   expect_identical(f8, ConfigTable{{1, KernelConfig{16, 64, 128, 1, 4, 3, 2}}},
-                   "fp8_block split-K 2", {1, 8, 64});
+                   "fp8_block split-K 2", {1, 8, 64}, false);
 }
 
 // A workspace may hold anything, e.g. another M's data (the layout moves with M): the alignment
@@ -130,9 +136,12 @@ TEST_F(MoePdlGpu, OutputsBitIdenticalSplitK) {
 // zeroed workspace.
 TEST_F(MoePdlGpu, SplitKOnAPoisonedWorkspace) {
   const MoeShape f8 = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
-  // Both GEMMs split (GEMM2's counters are the alignment's second range).
+  // Both GEMMs split (GEMM2's counters are the alignment's second range); the stage kernels at
+  // every M (the decode kernels have no split-K counters).
+  FusedMoeOptions stages;
+  stages.decode_kernels = false;
   FusedMoe fm(f8, local_gpu(), ConfigTable{{1, KernelConfig{16, 64, 128, 1, 4, 3, 2}}},
-              ConfigTable{{1, KernelConfig{16, 64, 64, 1, 4, 3, 2}}});
+              ConfigTable{{1, KernelConfig{16, 64, 64, 1, 4, 3, 2}}}, stages);
   fm.prepare(64);
   cuda::Stream stream;
   BenchData d;
@@ -159,7 +168,7 @@ TEST_F(MoePdlGpu, SplitKOnAPoisonedWorkspace) {
 // masked). The routing names TOPK distinct real experts for them, NaN counting as -inf and the
 // smaller id winning ties (it once kept a sentinel id whose slot the alignment dropped, so that
 // token's top-k sum read a row no GEMM wrote), and every other token keeps its bits. M = 4 runs
-// the fused route+align kernel, 64 and 256 routing and alignment apart.
+// the decode kernels (which route with the same code), 64 and 256 routing and alignment apart.
 TEST_F(MoePdlGpu, DegenerateRouterRowsRouteToRealExperts) {
   for (const char* dtype : {"bf16", "fp8_block"}) {
     const MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, dtype);
