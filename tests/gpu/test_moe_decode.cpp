@@ -62,7 +62,7 @@ TEST(MoeDecodeGpu, MatchesTheStageKernelsWithOtherRanksSlots) {
         ASSERT_TRUE(fm.uses_decode_kernels(M)) << variant << " " << shapes[si].name;
         make_bench_sets(fm, M, 1, std::size_t(1) << 34, 500 + M, d, stream);
         stream.synchronize();
-        const BenchSet& b = d.sets.at(0);
+        BenchSet& b = d.sets.at(0);
         const MoeWorkspaceLayout L = fm.workspace_layout(M);
         const std::size_t slots = static_cast<std::size_t>(M) * s.topk;
         auto ids_of = [&] {
