@@ -309,7 +309,8 @@ __global__ void __launch_bounds__(64 * WPT)
   const unsigned char* pb = pa + 8LL * kRowBytes;
   const unsigned char* px = s_x + wk * kWarpBytes + q * 16;
   const float* ws_row =
-      WFP8 ? w13_scale + (static_cast<long long>(e) * (2 * N / BN) + row0 / BN) * (K / BK) : nullptr;
+      WFP8 ? w13_scale + (static_cast<long long>(e) * (2 * N / BN) + row0 / BN) * (K / BK)
+           : nullptr;
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float acc0 = 0.0f, acc8 = 0.0f;  // rows g and g + 8 of column 0 (lanes with q == 0)
   decode_detail::stream_chunks<kBatch, kChunks>(
@@ -453,7 +454,8 @@ __global__ void __launch_bounds__(32 * TOPK)
     };
 #pragma unroll
     for (int i = 0; i < kPre; ++i) chunk(i, pre_a[i], pre_b[i]);
-    if constexpr (kChunks > kPre) decode_detail::stream_chunks<kBatch, kChunks>(pa, pb, kPre, chunk);
+    if constexpr (kChunks > kPre)
+      decode_detail::stream_chunks<kBatch, kChunks>(pa, pb, kPre, chunk);
     if constexpr (!WFP8) {
       y0 = c[0];
       y8 = c[2];

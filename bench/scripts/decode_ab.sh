@@ -28,16 +28,14 @@ for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8"
     for side in ${SIDES:-stage decode}; do
       # stage: the stage kernels (--no-decode-kernels); decode: .devbin/moetune's default; any
       # other name: .devbin/NAME/moetune's default (a variant build).
-      # NAME=VAR=VALUE[:VAR=VALUE]: .devbin/moetune with those environment variables.
-      bin=.devbin/moetune flag="" envs=()
+      bin=.devbin/moetune flag=""
       case $side in
         stage) flag="--no-decode-kernels" ;;
         decode) ;;
-        *=*) IFS=: read -r -a envs <<<"${side#*=}" ;;
         *) bin=.devbin/$side/moetune ;;
       esac
       # shellcheck disable=SC2086
-      step "bench_${i}_${side%%=*}_$run" 30 env "${envs[@]}" "$bin" bench $model --batch "$bench_batch" $flag
+      step "bench_${i}_${side}_$run" 30 "$bin" bench $model --batch "$bench_batch" $flag
     done
   done
   i=$((i + 1))

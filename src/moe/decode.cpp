@@ -59,17 +59,21 @@ std::string decode_kernels_unfit(const MoeShape& s) {
   const int wpt = warps_per_tile(s);
   if (wpt == 0) return "K's row bytes do not split into 64-byte chunks";
   if (block_fp8(s)) {  // a loader warp's share of the hidden state's quantization in registers
-    const int bk = (*s.block_shape)[1], loaders = 2 * wpt - 1;
-    if ((s.K / bk + loaders - 1) / loaders * (bk / 32) > 128)
+    const int block_k = (*s.block_shape)[1], loaders = 2 * wpt - 1;
+    if ((s.K / block_k + loaders - 1) / loaders * (block_k / 32) > 128)
       return "the hidden state is too long for the loader warps";
   }
+  // Shared memory as the kernels declare it: moe_decode_up's hidden state, its scales, the
+  // routing's group scores and s_part at 16 warps; moe_decode_down's activations, scales,
+  // s_y/s_e/s_w per slot and the group scores.
+  const int bk = block_fp8(s) ? (*s.block_shape)[1] : 0;
   const long long up_bytes = static_cast<long long>(s.K) * es + 4LL * routing_floats(s) +
-                             (block_fp8(s) ? 4LL * s.K / (*s.block_shape)[1] : 4) + 128LL * 8 /* s_part at 16 warps */ + 16;
+                             (bk > 0 ? 4LL * s.K / bk : 4) + 128LL * 8 + 16;
   if (up_bytes > kDecodeSmemBytes)
     return fmt::format("the hidden state (K = {}) exceeds the shared memory", s.K);
   const long long down_bytes = static_cast<long long>(s.topk) * s.N * es +
-                               (block_fp8(s) ? 4LL * s.topk * (s.N / (*s.block_shape)[1]) : 4LL * s.topk) +
-                               72LL * s.topk + 4LL * routing_floats(s);
+                               4LL * s.topk * (bk > 0 ? s.N / bk : 1) + 72LL * s.topk +
+                               4LL * routing_floats(s);
   if (down_bytes > kDecodeSmemBytes)
     return fmt::format("a token's activations (topk x N = {} values) exceed the shared memory",
                        static_cast<long long>(s.topk) * s.N);
@@ -109,7 +113,9 @@ static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, 
   k.file = "moe_decode.cuh";
   k.kernel = up ? "moetune::moe_decode_up" : "moetune::moe_decode_down";
   k.arch = arch;
-  auto arg = [&](const char* n, long long v) { k.template_args.emplace_back(n, std::to_string(v)); };
+  auto arg = [&](const char* n, long long v) {
+    k.template_args.emplace_back(n, std::to_string(v));
+  };
   const bool f8 = block_fp8(s);
   arg("ACT", activation_code(s.dtype));
   k.template_args.emplace_back("WFP8", f8 ? "true" : "false");
@@ -131,7 +137,8 @@ static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, 
   k.name = fmt::format("moe_decode_{}_{}_k{}_n{}_top{}{}_{}{}", up ? "up" : "down",
                        f8 ? fmt::format("fp8b{}x{}", (*s.block_shape)[0], (*s.block_shape)[1])
                           : std::string(to_string(s.dtype)),
-                       s.K, s.N, s.topk, up ? fmt::format("_w{}b{}", g.wpt, g.batch) : std::string(),
+                       s.K, s.N, s.topk,
+                       up ? fmt::format("_w{}b{}", g.wpt, g.batch) : std::string(),
                        route ? "route_" : "ids",
                        route ? r.name.substr(std::string("moe_routing_").size()) : "");
   return k;
@@ -178,7 +185,8 @@ void launch_decode(const MoeShape& s, const std::string& arch, const DecodeArgs&
   void* up_args[] = {&logits, &bias, &ids_in, &w_in, &ids_out, &w_out, &rsf,
                      &x,      &w13,  &w13s,   &act,  &start,   &e};
   jit.get(decode_up_spec(s, arch, route, a.M))
-      ->launch(cuda::Dim3{static_cast<unsigned>(s.N / g.cols), static_cast<unsigned>(a.M * s.topk), 1},
+      ->launch(cuda::Dim3{static_cast<unsigned>(s.N / g.cols),
+                          static_cast<unsigned>(a.M * s.topk), 1},
                cuda::Dim3{static_cast<unsigned>(g.threads_up), 1, 1}, 0, stream, up_args, lo);
   void* down_args[] = {&logits, &bias, &ids_in, &w_in, &rsf, &act, &w2, &w2s, &out, &start, &e};
   jit.get(decode_down_spec(s, arch, route))

@@ -81,6 +81,13 @@ bool fp8(const MoeShape& s) { return s.dtype == Dtype::fp8_w8a8; }
 bool block_fp8(const MoeShape& s) { return fp8(s) && s.block_shape.has_value(); }
 int block_k(const MoeShape& s) { return block_fp8(s) ? (*s.block_shape)[1] : 0; }
 
+// GEMM1's (up) or GEMM2's weights, and for fp8 their scales: InputError when null.
+void require_weights(const MoeShape& s, const MoeWeights& w, bool up) {
+  if ((up ? w.w13 : w.w2) == nullptr) throw InputError(up ? "w13" : "w2", "null", "needed");
+  if (fp8(s) && (up ? w.w13_scale : w.w2_scale) == nullptr)
+    throw InputError(up ? "w13_scale" : "w2_scale", "null", "fp8 weights need their scales");
+}
+
 // Entries of `table` that the nearest-M lookup can pick for some M in [1, max_M].
 std::vector<KernelConfig> reachable(const ConfigTable& table, std::int64_t max_M) {
   std::vector<KernelConfig> out;
@@ -358,11 +365,6 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
   auto* sorted = reinterpret_cast<std::int32_t*>(ws + L.sorted_token_ids);
   auto* expert_ids = reinterpret_cast<std::int32_t*>(ws + L.expert_ids);
   auto* ntpp = reinterpret_cast<std::int32_t*>(ws + L.num_tokens_post_padded);
-  auto need_weights = [&](bool up) {
-    if ((up ? w.w13 : w.w2) == nullptr) throw InputError(up ? "w13" : "w2", "null", "needed");
-    if (fp8(s) && (up ? w.w13_scale : w.w2_scale) == nullptr)
-      throw InputError(up ? "w13_scale" : "w2_scale", "null", "fp8 weights need their scales");
-  };
   auto gemm_args = [&](gemm::GemmStage st) {
     gemm::GemmArgs a;
     a.stage = st;
@@ -437,7 +439,7 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
                         reinterpret_cast<float*>(ws + L.partials), stream, pdl);
       return;
     case MoeStage::gemm1: {
-      need_weights(true);
+      require_weights(s, w, true);
       // bf16/fp16: SiLU(gate)·up in the epilogue, straight into the activation buffer.
       const gemm::GemmStage st = gemm::gemm1_stage(s, M);
       gemm::GemmArgs a = gemm_args(st);
@@ -465,7 +467,7 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
                           reinterpret_cast<float*>(ws + L.partials), stream, pdl);
       return;
     case MoeStage::gemm2: {
-      need_weights(false);
+      require_weights(s, w, false);
       gemm::GemmArgs a = gemm_args(gemm::GemmStage::down);
       a.a = fp8(s) ? static_cast<const void*>(ws + L.act_q) : ws + L.act;
       a.a_scale = fp8(s) ? reinterpret_cast<const float*>(ws + L.act_scale) : nullptr;
@@ -502,11 +504,8 @@ void FusedMoe::forward(const MoeInputs& in, const MoeWeights& w, void* out, void
   }
   const MoeShape& s = impl_->shape;
   if (out == nullptr) throw InputError("out", "null", "the output is needed");
-  if (w.w13 == nullptr) throw InputError("w13", "null", "needed");
-  if (w.w2 == nullptr) throw InputError("w2", "null", "needed");
-  if (fp8(s) && (w.w13_scale == nullptr || w.w2_scale == nullptr))
-    throw InputError(w.w13_scale == nullptr ? "w13_scale" : "w2_scale", "null",
-                     "fp8 weights need their scales");
+  require_weights(s, w, true);
+  require_weights(s, w, false);
   const MoeWorkspaceLayout L = workspace_layout(in.M);
   const auto p = impl_->pointers(in, L, workspace, workspace_bytes);
   moe::DecodeArgs a;

@@ -81,7 +81,8 @@ TEST(MoeDecode, GeometryPerM) {
 
 TEST(MoeDecode, SpecsCarryTheirGeometryAndRouting) {
   const MoeShape ds = anchor(1, "fp8_block");
-  const auto up1 = decode_up_spec(ds, "sm_90a", true, 1), up2 = decode_up_spec(ds, "sm_90a", true, 2);
+  const auto up1 = decode_up_spec(ds, "sm_90a", true, 1);
+  const auto up2 = decode_up_spec(ds, "sm_90a", true, 2);
   EXPECT_EQ(arg(up1, "WPT"), "8");
   EXPECT_EQ(arg(up2, "WPT"), "4");
   EXPECT_NE(up1.name, up2.name);  // both are prepared and cached apart
