@@ -7,6 +7,8 @@
 # moetune check at CHECK_BATCH (the layer against the fp64 reference, the decode kernels' routing
 # against the routing stage's, every stage kernel); moetune bench at BENCH_BATCH on the three
 # anchors, decode kernels on and off (and variant builds named in SIDES) interleaved twice.
+# CHECK_BIN: the binary the check runs (default .devbin/moetune; e.g. a variant build's).
+# BENCH_S: seconds per bench run (default 30; a variant build compiles its kernels in its first).
 # Summary last.
 set -uo pipefail
 bench_batch=${BENCH_BATCH:-1,2,4,8} check_batch=${CHECK_BATCH:-1,2,3,4,5}
@@ -21,7 +23,7 @@ step() {  # step NAME SECONDS command...
 }
 step test_pdl 90 .devbin/gpu_test_moe_pdl --gtest_color=no
 [ -x .devbin/gpu_test_moe_decode ] && step test_decode 120 .devbin/gpu_test_moe_decode --gtest_color=no
-step check "${CHECK_S:-200}" .devbin/moetune check --batch "$check_batch" --configs 1 --variants bf16,fp8_block
+step check "${CHECK_S:-200}" "${CHECK_BIN:-.devbin/moetune}" check --batch "$check_batch" --configs 1 --variants bf16,fp8_block
 i=0
 for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8" "--model qwen3.5-122b-a10b --tp 4"; do
   for run in 1 2; do
@@ -35,7 +37,7 @@ for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8"
         *) bin=.devbin/$side/moetune ;;
       esac
       # shellcheck disable=SC2086
-      step "bench_${i}_${side}_$run" 30 "$bin" bench $model --batch "$bench_batch" $flag
+      step "bench_${i}_${side}_$run" "${BENCH_S:-30}" "$bin" bench $model --batch "$bench_batch" $flag
     done
   done
   i=$((i + 1))

@@ -51,22 +51,32 @@ bool block_fp8_decode_down_n128(const MoeShape& shape, const GpuSpec& gpu, doubl
   return shape.dtype == Dtype::fp8_w8a8 && shape.block_shape && gpu.arch() == "sm_90a" &&
          spe >= 1.0;
 }
-// Swap-AB at decode (its rule in moetune_default_config): block fp8 on sm_90a from a quarter of
-// a token slot per expert (spe; M = 8 on the anchors) to 8 (M = 256). Measured on one H200
+// Swap-AB at decode (its rule in moetune_default_config): block fp8 on sm_90a from 1/16 of a
+// token slot per expert (spe; M = 2 on the anchors) to 8 (M = 256). Measured on one H200
 // (bench/results/2026-11-30_h200_swapab.md): GEMMs alone, m16n128k128 s3 swap-AB / the
 // unswapped m16n64k128 s4 up: Qwen3.5 TP4 M = 8, 64, 256 0.91, 0.99, 0.89; DeepSeek-V3 TP8 0.89,
 // 1.00, 0.91. Layer A/B with both GEMMs swapped, before the kernel's occupancy bound: M = 8..256
 // 0.85-0.99 except M = 32, 1.02 / 1.04 (Qwen / DeepSeek); after it (GEMM2 from 4 to 6 blocks
 // per SM), M = 32 0.902 / 0.922 and 48 0.874 / 0.862. Down at s2 (its reduction, N = 256, is two
 // K-tiles: a third slot only costs residency): layer 0.989, 0.996, 0.988 of s3 at M = 8, 64,
-// 256 (Qwen). Not measured: spe below 0.25 (M = 1..4, split-K tiles), 16-bit dtypes (GEMM1
-// fused with SiLU·up in the layer), per-tensor fp8. Its K-tile is 128 deep (128-byte fp8
-// rows), so block_k must be a multiple of 128.
+// 256 (Qwen). Below spe 0.25 (M = 2..7 on the anchors; the ninth session,
+// bench/results/2026-12-01_h200_ninth_session.md call 2, stage kernels, layer against the
+// unswapped split-K tiles, with the tiles this rule picks): Qwen3.5 M = 2..6 -9, -24, -19, -15,
+// -25%, DeepSeek-V3 -8, -20, -14, -13, -25% (M = 2, 3 with the up GEMM split in two:
+// kSwapSplitTiles). Not measured: spe below 1/16 (M = 1 keeps the unswapped SPLIT_K 8 tiles),
+// 16-bit dtypes (GEMM1 fused with SiLU·up in the layer), per-tensor fp8. Its K-tile is 128 deep
+// (128-byte fp8 rows), so block_k must be a multiple of 128.
 bool block_fp8_decode_swap(const MoeShape& shape, const GpuSpec& gpu, double spe) {
   return shape.dtype == Dtype::fp8_w8a8 && shape.block_shape &&
-         (*shape.block_shape)[1] % 128 == 0 && gpu.arch() == "sm_90a" && spe >= 0.25 &&
+         (*shape.block_shape)[1] % 128 == 0 && gpu.arch() == "sm_90a" && spe >= 1.0 / 16 &&
          spe <= 8.0;
 }
+// Swap-AB up GEMM tiles (M-tiles x n128 tiles) below this share of the SMs: SPLIT_K 2. Measured
+// (same call, layer, SPLIT_K 1 / 2 / 4 / 8): at about 62 and 93 tiles on 132 SMs (M = 2, 3 on
+// both anchors) split 2 was 4-10% ahead of split 1 (Qwen3.5 M = 3: 0.4% behind), split 4 within
+// 3% of 2, split 8 behind; at 122 tiles (M = 4) 1 and 2 were within 3.5% either way; from about
+// 150 tiles (M = 5) split 1 won by 1.4-5%.
+constexpr double kSwapSplitTiles = 0.75;
 void set_block_fp8_down(KernelConfig& c) {
   c.BLOCK_SIZE_N = 64;
   c.num_stages = 3;
@@ -240,7 +250,8 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
 
   // Swap-AB (SWAP_AB 1: weights as the wgmma's A, the tile's 16 token rows as its N) for block
   // fp8 on sm_90a at decode (block_fp8_decode_swap says where, and what was measured): m16 n128
-  // k128 w4, SPLIT_K 1, up s3, down s2.
+  // k128 w4, up s3 (SPLIT_K 2 where its tiles fill less than kSwapSplitTiles of the SMs, else 1),
+  // down s2.
   if (block_fp8_decode_swap(shape, gpu, spe)) {
     KernelConfig sw = c;
     sw.BLOCK_SIZE_N = 128;
@@ -249,6 +260,14 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     sw.num_stages = down ? 2 : 3;
     sw.SPLIT_K = 1;
     sw.SWAP_AB = 1;
+    if (!down) {
+      const double tiles = active_experts * std::ceil(slots_per_active / sw.BLOCK_SIZE_M) *
+                           std::ceil(static_cast<double>(cols) / sw.BLOCK_SIZE_N);
+      // Two equal splits of >= 3 K-tiles each.
+      if (tiles < kSwapSplitTiles * gpu.sm_count && depth % (2 * sw.BLOCK_SIZE_K) == 0 &&
+          depth / sw.BLOCK_SIZE_K >= 6)
+        sw.SPLIT_K = 2;
+    }
     if (config::kernel_rule_violation(sw, target) == nullptr && fits_block_n(shape, 128) &&
         depth % 128 == 0 && moetune_smem_bytes(sw, target) <= gpu.smem_per_block_bytes)
       c = sw;

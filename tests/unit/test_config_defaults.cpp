@@ -106,9 +106,33 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   EXPECT_EQ(down_at(bk64, 16), (KernelConfig{16, 64, 64, 1, 4, 5, 1}));
   EXPECT_EQ(down_at(bk64, 64), (KernelConfig{16, 128, 64, 1, 4, 3, 1}));
   EXPECT_EQ(up_at(bk64, 64).SWAP_AB, 0);
-  // Not below a quarter slot per expert (M = 1..7: the split-K tiles), nor past spe 8.
-  EXPECT_EQ(up_at(kQwenFp8, 7).SWAP_AB, 0);
+  // Not below 1/16 slot per expert (M = 1: the split-K tiles), nor past spe 8.
+  EXPECT_EQ(up_at(kQwenFp8, 1).SWAP_AB, 0);
   EXPECT_EQ(up_at(kQwenFp8, 257).SWAP_AB, 0);
+}
+
+// Block fp8 swaps from spe 1/16 (M = 2 at topk 8 of 256). Its up GEMM splits in two while its
+// tiles fill less than 3/4 of the SMs: M = 2 has 15.75 expected active experts x 512/128 up
+// columns = 63 tiles, M = 3 93, both below 0.75 x 132 = 99; M = 4 has 122. Down never splits.
+TEST(ConfigDefaults, MoetuneBlockFp8SwapsFromTwoTokens) {
+  const KernelConfig swap_down{16, 128, 128, 1, 4, 2, 1, 1};
+  for (const MoeShape* s : {&kQwenFp8, &kDsv3Fp8}) {
+    for (int M : {2, 3})
+      EXPECT_EQ(up_at(*s, M), (KernelConfig{16, 128, 128, 1, 4, 3, 2, 1})) << M;
+    for (int M : {4, 5, 6, 7})
+      EXPECT_EQ(up_at(*s, M), (KernelConfig{16, 128, 128, 1, 4, 3, 1, 1})) << M;
+    for (int M : {2, 3, 4, 5, 6, 7}) EXPECT_EQ(down_at(*s, M), swap_down) << M;
+  }
+  // A reduction of fewer than six 128-deep K-tiles does not split: K = 512 is four.
+  const MoeShape shallow = shape(256, 1, 256, 512, 8, Dtype::fp8_w8a8, kBlock128);
+  EXPECT_EQ(up_at(shallow, 2).SWAP_AB, 1);
+  EXPECT_EQ(up_at(shallow, 2).SPLIT_K, 1);
+  // On twice the SMs (a bound of 198 tiles) the same tiles split up to M = 6 (178 tiles; M = 7
+  // has 204).
+  GpuSpec big = gpu(test::kH200);
+  big.sm_count = 264;
+  EXPECT_EQ(moetune_default_config(kQwenFp8, big, 6, false).SPLIT_K, 2);
+  EXPECT_EQ(moetune_default_config(kQwenFp8, big, 7, false).SPLIT_K, 1);
 }
 
 // Swap-AB runs on wgmma: the RTX PRO 6000 (sm_120) and per-tensor fp8 (not measured) keep the
