@@ -103,7 +103,7 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
                              {"pdl", pdl},
                              {"decode_kernels_max_M",
                               fo.decode_kernels && decode_kernels_apply(t.shape, 1)
-                                  ? moe::kDecodeMaxTokens
+                                  ? moe::decode_max_tokens(t.shape)
                                   : std::int64_t{0}},
                              {"rows", rows_json(rows_a)}};
     if (b) {
@@ -132,7 +132,7 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
                   [&](const moe::LayerBenchRow& r) { return decode_kernels_apply(t.shape, r.M); }))
     fmt::print("(M <= {}: the layer runs the two decode kernels, --no-decode-kernels the stage "
                "kernels; gemm_us is the stage kernels' GEMM phase)\n",
-               moe::kDecodeMaxTokens);
+               moe::decode_max_tokens(t.shape));
   if (b) {
     print_rows(b->label, rows_b);
     fmt::print("{} vs {} (95% CI of the ratio of medians):\n", a.label, b->label);

@@ -106,6 +106,11 @@ DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M) {
   return g;
 }
 
+std::int64_t decode_max_tokens(const MoeShape& s) {
+  if (!decode_kernels_unfit(s).empty()) return 0;
+  return decode_geometry(s, 2).batch < kDecodeFullBatch ? 2 : kDecodeMaxTokens;
+}
+
 static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, bool route,
                                     bool up, std::int64_t M) {
   const DecodeGeometry g = decode_geometry(s, M);

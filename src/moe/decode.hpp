@@ -14,9 +14,12 @@
 
 namespace moetune::moe {
 
-// Tokens up to which FusedMoe::forward runs the decode kernels (FusedMoeOptions::decode_kernels).
+// The most tokens the decode kernels ever take (decode_max_tokens says how many for a shape).
 // Above it the staged pipeline's tensor-core GEMMs serve several tokens per weight read.
 inline constexpr std::int64_t kDecodeMaxTokens = 4;
+// moe_decode_up load batches (64-byte chunks per row per lane) below which the decode kernels
+// stop at 2 tokens (decode_max_tokens).
+inline constexpr int kDecodeFullBatch = 6;
 // Static shared memory of either kernel (the default per-block limit, no opt-in needed).
 inline constexpr int kDecodeSmemBytes = 48 * 1024;
 
@@ -39,6 +42,15 @@ std::string decode_kernels_unfit(const MoeShape& shape);
 // otherwise). moe_decode_up's depends on M: 16 warps per block at M = 1 where each warp's slice
 // of K stays >= 14 chunks (one block per SM there), else 8; load batches that divide the slice.
 DecodeGeometry decode_geometry(const MoeShape& shape, std::int64_t M);
+// Tokens up to which FusedMoe::forward runs the decode kernels for `shape` (0 when they do not
+// fit it): kDecodeMaxTokens, or 2 where moe_decode_up streams a warp's K slice in batches of
+// fewer than kDecodeFullBatch chunks above one token (fewer bytes in flight per warp). Measured
+// (bench/results/2026-12-01_h200_ninth_session.md, call 4, layer, decode kernels against the
+// stage kernels): DeepSeek-V3 TP8 fp8 (28 chunks per warp, batches of 4) M = 2 40.3 against
+// 45.3 µs, but M = 3 57.1 against 53.8 and M = 4 70.6 against 66.0; Qwen3.5 TP4 fp8 (batches of
+// 6) and bf16 (8) keep the decode kernels ahead up to M = 4 (31.4 against 34.6 and 46.2 against
+// 49.0 µs at M = 4).
+std::int64_t decode_max_tokens(const MoeShape& shape);
 
 // route: the kernels route from router logits (else they read precomputed topk ids/weights).
 cuda::KernelSpec decode_up_spec(const MoeShape& shape, const std::string& arch, bool route,

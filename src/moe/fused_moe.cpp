@@ -48,7 +48,7 @@ bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logi
 }
 
 bool decode_kernels_apply(const MoeShape& shape, std::int64_t M) {
-  return M >= 1 && M <= moe::kDecodeMaxTokens && moe::decode_kernels_unfit(shape).empty();
+  return M >= 1 && M <= moe::decode_max_tokens(shape);
 }
 
 bool routing_fuses_quant(const MoeShape& shape, bool router_logits) {
@@ -276,9 +276,9 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   L.gemm_up_bytes = gemm_up_bytes;
   L.gemm_down = take(gemm_down_bytes);
   L.gemm_down_bytes = gemm_down_bytes;
-  // Sized for min(M, 4) tokens so that the total never shrinks as M grows.
-  const std::int64_t decode_tokens = std::min<std::int64_t>(M, moe::kDecodeMaxTokens);
-  const bool decode_fits = decode_kernels_apply(s, std::max<std::int64_t>(decode_tokens, 1));
+  // Sized for min(M, decode_max_tokens) tokens so that the total never shrinks as M grows.
+  const std::int64_t decode_tokens = std::min<std::int64_t>(M, moe::decode_max_tokens(s));
+  const bool decode_fits = decode_kernels_apply(s, 1);
   L.decode = impl_->opts.decode_kernels && decode_kernels_apply(s, M);
   L.decode_act =
       take(impl_->opts.decode_kernels && decode_fits
@@ -329,7 +329,7 @@ void FusedMoe::prepare(std::int64_t max_M) {
   if (impl_->opts.decode_kernels && decode_kernels_apply(s, 1)) {
     for (bool route : {true, false}) {  // router logits, or precomputed ids
       std::set<std::string> names;  // moe_decode_up's geometry may differ at M = 1 and above
-      for (std::int64_t M = 1; M <= std::min<std::int64_t>(max_M, moe::kDecodeMaxTokens); ++M) {
+      for (std::int64_t M = 1; M <= std::min<std::int64_t>(max_M, moe::decode_max_tokens(s)); ++M) {
         cuda::KernelSpec up = moe::decode_up_spec(s, arch, route, M);
         if (names.insert(up.name).second) specs.push_back(std::move(up));
       }

@@ -1,4 +1,4 @@
-// The decode kernels (kernels/moe_decode.cuh, forward() at M <= 4) against the stage kernels
+// The decode kernels (kernels/moe_decode.cuh, forward() at M <= 4, or 2) against the stage kernels
 // (forward_staged()) on a GPU, with expert parallelism (rank 1 of 2: about half the slots belong
 // to the other rank and must add nothing): the same routing bits, outputs within the rounding of
 // two fp32 summation orders (fp8: plus an e4m3 step of the re-quantized activation here and there),
@@ -18,6 +18,7 @@
 #include "cuda/driver.hpp"
 #include "moe/bench_data.hpp"
 #include "moe/check.hpp"
+#include "moe/decode.hpp"
 #include "moe/reference.hpp"
 #include "moetune/fused_moe.hpp"
 #include "test_moe_common.hpp"
@@ -58,7 +59,7 @@ TEST(MoeDecodeGpu, MatchesTheStageKernelsWithOtherRanksSlots) {
       cuda::Stream stream;
       BenchData d;
       make_bench_weights(fm, 11 + si, d);
-      for (std::int64_t M = 1; M <= 4; ++M) {
+      for (std::int64_t M = 1; M <= moe::decode_max_tokens(s); ++M) {  // 2 or 4 tokens
         ASSERT_TRUE(fm.uses_decode_kernels(M)) << variant << " " << shapes[si].name;
         make_bench_sets(fm, M, 1, std::size_t(1) << 34, 500 + M, d, stream);
         stream.synchronize();

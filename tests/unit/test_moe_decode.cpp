@@ -52,6 +52,21 @@ TEST(MoeDecode, TakesTheAnchorsAndRefusesWhatItCannotRun) {
   EXPECT_FALSE(decode_kernels_apply(anchor(0, "fp8_tensor"), 1));
 }
 
+// Up to 4 tokens where moe_decode_up's load batches hold >= kDecodeFullBatch chunks above one
+// token (Qwen3.5 TP4: fp8 12 chunks per warp in batches of 6, bf16 24 in batches of 8), up to 2
+// where they do not (DeepSeek-V3 TP8 fp8: 28 chunks in batches of 4; bf16: 56 in batches of 8).
+TEST(MoeDecode, MaxTokensFollowTheLoadBatch) {
+  EXPECT_EQ(decode_max_tokens(anchor(0, "fp8_block")), 4);
+  EXPECT_EQ(decode_max_tokens(anchor(0, "bf16")), 4);
+  const MoeShape ds = anchor(1, "fp8_block");
+  EXPECT_EQ(decode_geometry(ds, 2).batch, 4);
+  EXPECT_EQ(decode_max_tokens(ds), 2);
+  EXPECT_TRUE(decode_kernels_apply(ds, 2));
+  EXPECT_FALSE(decode_kernels_apply(ds, 3));
+  EXPECT_EQ(decode_max_tokens(anchor(1, "bf16")), 4);
+  EXPECT_EQ(decode_max_tokens(anchor(0, "fp8_tensor")), 0);
+}
+
 TEST(MoeDecode, GeometryPerM) {
   // DeepSeek-V3 fp8 TP8: K = 7168 e4m3 bytes; 16 warps at M = 1 (896 bytes = 14 chunks each),
   // 8 above with 4-chunk batches (28 chunks per warp).
@@ -101,15 +116,16 @@ TEST(MoeDecode, SpecsCarryTheirGeometryAndRouting) {
 
 TEST(MoeDecode, WorkspaceHoldsTheActivationAndNeverShrinks) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
-  for (const char* d : {"bf16", "fp8_block"}) {
-    const MoeShape s = anchor(0, d);
+  for (const MoeShape& s : {anchor(0, "bf16"), anchor(0, "fp8_block"), anchor(1, "fp8_block")}) {
+    const std::string d = s.source + " " + std::string(to_string(s.dtype));
+    const std::int64_t max_tokens = decode_max_tokens(s);
     FusedMoe fm(s, h200);
     std::size_t prev = 0;
     for (std::int64_t M = 1; M <= 600; ++M) {
       const MoeWorkspaceLayout L = fm.workspace_layout(M);
-      EXPECT_EQ(L.decode, M <= kDecodeMaxTokens) << d << " M=" << M;
-      EXPECT_EQ(fm.uses_decode_kernels(M), M <= kDecodeMaxTokens);
-      const std::size_t act = std::min<std::int64_t>(M, kDecodeMaxTokens) * s.topk * s.N * 2;
+      EXPECT_EQ(L.decode, M <= max_tokens) << d << " M=" << M;
+      EXPECT_EQ(fm.uses_decode_kernels(M), M <= max_tokens);
+      const std::size_t act = std::min<std::int64_t>(M, max_tokens) * s.topk * s.N * 2;
       EXPECT_GE(L.total, prev) << d << " M=" << M;
       EXPECT_GE(L.total - L.decode_act, act) << d << " M=" << M;  // the region lies inside
       prev = L.total;
