@@ -93,7 +93,7 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   const KernelConfig swap_up{16, 128, 128, 1, 4, 3, 1, 1}, swap_down{16, 128, 128, 1, 4, 2, 1, 1};
   for (const MoeShape* s : {&kQwenBf16, &kQwenFp8, &kDsv3Fp8}) {
     const bool fp8 = s->dtype == Dtype::fp8_w8a8;  // block fp8: swap-AB at every M here
-    for (int M : {8, 16, 31, 32, 63, 64, 256}) {
+    for (int M : {16, 31, 32, 63, 64, 256}) {
       const KernelConfig up = fp8 ? swap_up : KernelConfig{16, 64, 128, 1, 4, 4, 1};
       const KernelConfig down = fp8 ? swap_down : KernelConfig{16, 64, 64, 1, 4, 3, 1};
       EXPECT_EQ(up_at(*s, M), up) << M;
@@ -109,6 +109,19 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   // Not below 1/16 slot per expert (M = 1: the split-K tiles), nor past spe 8.
   EXPECT_EQ(up_at(kQwenFp8, 1).SWAP_AB, 0);
   EXPECT_EQ(up_at(kQwenFp8, 257).SWAP_AB, 0);
+}
+
+// 16-bit up at one k64 s5 wave: Qwen3.5 bf16 at M = 4 has 30.5 expected active experts x 512/64
+// up columns = 244 tiles, within 2 x 132 resident k128 s4 blocks: k128 s4 stays; M = 5..8 (300..456
+// tiles) outgrow them but fit 4 x 132 k64 s5 blocks: k64 s5; M = 16 (800) fits neither: k128 s4.
+TEST(ConfigDefaults, MoetuneSixteenBitUpTakesOneWave) {
+  const KernelConfig k128{16, 64, 128, 1, 4, 4, 1}, k64{16, 64, 64, 1, 4, 5, 1};
+  EXPECT_EQ(up_at(kQwenBf16, 4), k128);
+  for (int M : {5, 6, 7, 8}) EXPECT_EQ(up_at(kQwenBf16, M), k64) << M;
+  EXPECT_EQ(up_at(kQwenBf16, 16), k128);
+  EXPECT_EQ(down_at(kQwenBf16, 8), (KernelConfig{16, 64, 64, 1, 4, 3, 1}));  // down unchanged
+  // fp8 keeps its own tiles (swap-AB here).
+  EXPECT_EQ(up_at(kQwenFp8, 8).SWAP_AB, 1);
 }
 
 // Block fp8 swaps from spe 1/16 (M = 2 at topk 8 of 256). Its up GEMM splits in two while its
