@@ -440,14 +440,8 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
               continue;
             }
             if (a != b) {
-              // Allowed only at a near-tie: every GPU pick is within 1e-5 of the k-th choice.
-              const double kth = ref.choice[t * s.E_global + ri[s.topk - 1]];
-              bool near = true;
-              for (std::int32_t id : a) {
-                const double c = ref.choice[t * s.E_global + id];
-                near &= std::isfinite(c) && c >= kth - 1e-5 * (1 + std::fabs(kth));
-              }
-              if (!near) {
+              // Allowed only at a near-tie (of experts, or of groups: routing_near_tie).
+              if (!routing_near_tie(ref, t, gi, s.E_global, s.topk, s.routing, 1e-5)) {
                 ++hard;
                 continue;
               }

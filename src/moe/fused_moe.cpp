@@ -105,8 +105,16 @@ std::set<int> block_sizes_m(const ConfigTable& a, const ConfigTable& b) {
   return s;
 }
 
+// The defaults are rules of M: evaluated at every M up to kDenseDefaultM, where they change from
+// one M to the next (a grid that outgrows one wave of resident blocks, the swap-AB and split-K
+// thresholds), then at default_batch_sizes(). With only those, the nearest-M lookup served M = 5
+// and 6 with M = 4's tiles (bf16 Qwen3.5 TP4 M = 5: 72.4 µs on them against 56.7 on its own,
+// bench/results/2026-12-01_h200_ninth_session.md, calls 5 and 7).
+constexpr int kDenseDefaultM = 32;
+
 ConfigTable default_table(const MoeShape& shape, const GpuSpec& gpu, bool down) {
   ConfigTable t;
+  for (int M = 1; M <= kDenseDefaultM; ++M) t[M] = moetune_default_config(shape, gpu, M, down);
   for (int M : default_batch_sizes()) t[M] = moetune_default_config(shape, gpu, M, down);
   return t;
 }

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -177,6 +178,8 @@ RoutingResult route_reference(const float* router_logits, int M, int E_global, i
   out.topk_ids.resize(std::size_t(M) * topk);
   out.topk_weights.resize(std::size_t(M) * topk);
   out.choice.resize(std::size_t(M) * E_global);
+  out.choice_unmasked.resize(std::size_t(M) * E_global);
+  if (routing.n_group > 1) out.group_score.resize(std::size_t(M) * routing.n_group);
   const bool bias = routing.correction_bias && correction_bias != nullptr;
   for (int t = 0; t < M; ++t) {
     const float* row = router_logits + std::size_t(t) * E_global;
@@ -184,6 +187,7 @@ RoutingResult route_reference(const float* router_logits, int M, int E_global, i
     std::vector<double> c(s);
     if (bias)
       for (int e = 0; e < E_global; ++e) c[e] += correction_bias[e];
+    std::copy(c.begin(), c.end(), out.choice_unmasked.begin() + std::size_t(t) * E_global);
     if (routing.n_group > 1) {
       const int gsize = E_global / routing.n_group;
       std::vector<double> gscore(routing.n_group);
@@ -197,6 +201,8 @@ RoutingResult route_reference(const float* router_logits, int M, int E_global, i
           gscore[g] = *std::max_element(grp.begin(), grp.end());
         }
       }
+      std::copy(gscore.begin(), gscore.end(),
+                out.group_score.begin() + std::size_t(t) * routing.n_group);
       const std::vector<int> keep = top_indices(gscore, routing.topk_group);
       std::vector<bool> kept(routing.n_group, false);
       for (int g : keep) kept[g] = true;
@@ -211,6 +217,52 @@ RoutingResult route_reference(const float* router_logits, int M, int E_global, i
     std::copy(c.begin(), c.end(), out.choice.begin() + std::size_t(t) * E_global);
   }
   return out;
+}
+
+bool routing_near_tie(const RoutingResult& ref, std::int64_t t, const std::int32_t* ids,
+                      int E_global, int topk, const Routing& routing, double rel_tol) {
+  auto tol = [&](double v) { return rel_tol * (1 + std::fabs(v)); };
+  const std::size_t row = std::size_t(t) * E_global;
+  // The picks are a top-k of `c` over the experts `eligible` admits, up to near-ties: none below
+  // the k-th value by more than the tolerance, and none missing that is above it by more.
+  auto top_k_up_to_ties = [&](const double* c, auto&& eligible) {
+    std::vector<double> pool;
+    for (int e = 0; e < E_global; ++e)
+      if (eligible(e) && std::isfinite(c[e])) pool.push_back(c[e]);
+    if (static_cast<int>(pool.size()) < topk) return false;
+    std::nth_element(pool.begin(), pool.begin() + (topk - 1), pool.end(), std::greater<>());
+    const double kth = pool[topk - 1];
+    std::vector<bool> picked(E_global, false);
+    for (int j = 0; j < topk; ++j) {
+      if (!eligible(ids[j]) || !std::isfinite(c[ids[j]]) || c[ids[j]] < kth - tol(kth))
+        return false;
+      picked[ids[j]] = true;
+    }
+    for (int e = 0; e < E_global; ++e)
+      if (eligible(e) && !picked[e] && c[e] > kth + tol(kth)) return false;
+    return true;
+  };
+  // Among the reference's eligible experts (its kept groups).
+  const double* masked = ref.choice.data() + row;
+  if (top_k_up_to_ties(masked, [&](int e) { return std::isfinite(masked[e]); })) return true;
+  if (routing.n_group <= 1) return false;
+  // A near-tie between groups: the kept groups are every group clearly above the
+  // topk_group-th best score, plus near-tied ones, among them those the picks come from.
+  const int gsize = E_global / routing.n_group;
+  const double* gs = ref.group_score.data() + std::size_t(t) * routing.n_group;
+  std::vector<double> sorted(gs, gs + routing.n_group);
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  const double gth = sorted[routing.topk_group - 1];
+  std::vector<bool> kept(routing.n_group, false);
+  for (int g = 0; g < routing.n_group; ++g) kept[g] = gs[g] > gth + tol(gth);
+  for (int j = 0; j < topk; ++j) {
+    const int g = ids[j] / gsize;
+    if (gs[g] < gth - tol(gth)) return false;  // a group no near-tie keeps
+    kept[g] = true;
+  }
+  if (std::count(kept.begin(), kept.end(), true) > routing.topk_group) return false;
+  return top_k_up_to_ties(ref.choice_unmasked.data() + row,
+                          [&](int e) { return static_cast<bool>(kept[e / gsize]); });
 }
 
 std::vector<double> routing_weights_for(const float* logits_row, int E_global,

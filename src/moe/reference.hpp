@@ -44,9 +44,19 @@ struct RoutingResult {
   std::vector<std::int32_t> topk_ids;  // [M, topk]
   std::vector<double> topk_weights;    // [M, topk]
   std::vector<double> choice;          // [M, E_global]: c after group masking (-inf if masked)
+  std::vector<double> choice_unmasked; // [M, E_global]: c before it
+  std::vector<double> group_score;     // [M, n_group] (n_group > 1; else empty)
 };
 RoutingResult route_reference(const float* router_logits, int M, int E_global, int topk,
                               const Routing& routing, const float* correction_bias);
+// Whether a kernel's top-k `ids` of token t (any order) may differ from the reference's only
+// through near-ties that fp32 against fp64 can flip (relative tolerance rel_tol): every pick's
+// choice within rel_tol of the reference's k-th choice; or, with groups, every pick in a group
+// whose score is within rel_tol of the topk_group-th best group score (or above it), at most
+// topk_group groups, and the picks the top-k of the unmasked choices over their own groups
+// (the selection the reference would make had the near-tied groups gone the other way).
+bool routing_near_tie(const RoutingResult& ref, std::int64_t t, const std::int32_t* ids,
+                      int E_global, int topk, const Routing& routing, double rel_tol);
 // Weights for a given selection (ids of one token) under the same rules: to compare a kernel's
 // weights when its selection differs from the reference's only at a near-tie.
 std::vector<double> routing_weights_for(const float* logits_row, int E_global,

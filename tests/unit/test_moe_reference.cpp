@@ -144,6 +144,49 @@ TEST(MoeReferenceRouting, GroupedWithoutBiasUsesGroupMax) {
   EXPECT_NEAR(w[0], 0.8 / 1.7, 1e-6);
 }
 
+// A kernel's selection may differ from the reference only at a near-tie: of experts (picks
+// within the tolerance of the k-th choice) or of groups (a group whose score is within the
+// tolerance of the topk_group-th best, and the picks the top-k over the groups they come from).
+TEST(MoeReferenceRouting, NearTiesOfExpertsAndOfGroups) {
+  // 8 experts in 4 groups of 2, sigmoid, bias, topk 2, topk_group 2. Choices (s + bias):
+  // .9 .1 | .6 .6 | .55 .55 | .7 .7; group sums 1.0, 1.2, 1.1, 1.4 -> groups 3 and 1 stay;
+  // the reference picks 6, 7 (c = .7, .7).
+  std::vector<double> s = {0.9, 0.1, 0.6, 0.6, 0.55, 0.55, 0.7, 0.7};
+  std::vector<float> logits;
+  for (double v : s) logits.push_back(logit(v));
+  const std::vector<float> bias(8, 0.f);
+  Routing r;
+  r.scoring = "sigmoid";
+  r.n_group = 4;
+  r.topk_group = 2;
+  r.correction_bias = true;
+  RoutingResult ref = route_reference(logits.data(), 1, 8, 2, r, bias.data());
+  ASSERT_EQ(ref.topk_ids, (std::vector<std::int32_t>{6, 7}));
+  const std::int32_t same[2] = {7, 6};
+  EXPECT_TRUE(routing_near_tie(ref, 0, same, 8, 2, r, 1e-5));
+  const std::int32_t wrong_expert[2] = {6, 2};  // .6 against a k-th choice of .7: not a tie
+  EXPECT_FALSE(routing_near_tie(ref, 0, wrong_expert, 8, 2, r, 1e-5));
+  const std::int32_t other_group[2] = {6, 4};  // group 2 (1.1) is not near group 1 (1.2)
+  EXPECT_FALSE(routing_near_tie(ref, 0, other_group, 8, 2, r, 1e-5));
+  // Groups 1 and 2 tied up to 1e-7 (1.2 and 1.2 + 1e-7), topk 3: the reference keeps groups 3
+  // and 2 and picks 6, 7, 4; the other way of the tie keeps 3 and 1 and picks 6, 7, 2.
+  s = {0.9, 0.1, 0.6, 0.6, 0.6 + 5e-8, 0.6 + 5e-8, 0.7, 0.7};
+  logits.clear();
+  for (double v : s) logits.push_back(logit(v));
+  ref = route_reference(logits.data(), 1, 8, 3, r, bias.data());
+  ASSERT_EQ(ref.topk_ids, (std::vector<std::int32_t>{6, 7, 4}));
+  const std::int32_t flipped[3] = {6, 7, 2};
+  EXPECT_TRUE(routing_near_tie(ref, 0, flipped, 8, 3, r, 1e-5));
+  const std::int32_t three_groups[3] = {6, 2, 4};  // groups 3, 1 and 2: more than topk_group
+  EXPECT_FALSE(routing_near_tie(ref, 0, three_groups, 8, 3, r, 1e-5));
+  const std::int32_t misses_7[3] = {6, 2, 3};  // 7 (0.7) left out for 3 (0.6): not a tie
+  EXPECT_FALSE(routing_near_tie(ref, 0, misses_7, 8, 3, r, 1e-5));
+  const std::int32_t without_best_group[3] = {2, 3, 4};  // group 3 (1.4) must stay
+  EXPECT_FALSE(routing_near_tie(ref, 0, without_best_group, 8, 3, r, 1e-5));
+  const std::int32_t far_group[3] = {6, 7, 0};  // group 0 (1.0) ties with nothing
+  EXPECT_FALSE(routing_near_tie(ref, 0, far_group, 8, 3, r, 1e-5));
+}
+
 TEST(MoeReferenceRouting, RejectsBadGroups) {
   const std::vector<float> logits(8, 0.f);
   Routing r;
