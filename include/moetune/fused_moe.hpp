@@ -5,9 +5,9 @@
 //
 // Pipeline (DESIGN.md): routing -> alignment -> [fp8: quantize hidden] -> GEMM1 (w13) ->
 // SiLU(gate)·up [fp8: quantize it] -> GEMM2 (w2, times the routed weight) -> sum over topk.
-// At M <= 4 (2 on some shapes: decode_kernels_apply) forward() runs two decode kernels instead
-// (FusedMoeOptions::decode_kernels): the same math, each GEMM a tensor-core product of a slot's
-// expert with its one token, one stage boundary instead of five.
+// At M <= 4 (2 or none on some shapes: decode_kernels_apply) forward() runs two decode kernels
+// instead (FusedMoeOptions::decode_kernels): the same math, each GEMM a tensor-core product of a
+// slot's expert with its one token, one stage boundary instead of five.
 // bf16/fp16 at decode sizes (M*topk <= 8 slots per expert) run SiLU(gate)·up inside GEMM1's
 // epilogue (gemm1_fuses_act): GEMM1 writes the [M*topk, N] activation directly, the
 // [M*topk, 2N] intermediate never reaches memory and MoeStage::act launches nothing. Larger M
@@ -75,10 +75,10 @@ struct FusedMoeOptions {
   // older than CUDA 12.3 (plain launches); `moetune bench/profile --no-pdl` turn it off.
   bool pdl = true;
   // The decode kernels (kernels/moe_decode.cuh): forward() runs the whole layer in two launches
-  // for M <= 4 tokens (2 on some shapes) where the shape fits them (decode_kernels_apply):
-  // routing, GEMM1 and SiLU·up in one, GEMM2 and the top-k sum in the other, each GEMM on the
-  // tensor cores with the slot's one token. The stage kernels (enqueue_stage, forward_staged)
-  // are unchanged. `--no-decode-kernels` turns it off (A/B).
+  // for M <= 4 tokens (2 or none on some shapes) where the shape fits them
+  // (decode_kernels_apply): routing, GEMM1 and SiLU·up in one, GEMM2 and the top-k sum in the
+  // other, each GEMM on the tensor cores with the slot's one token. The stage kernels
+  // (enqueue_stage, forward_staged) are unchanged. `--no-decode-kernels` turns it off (A/B).
   bool decode_kernels = true;
 };
 
@@ -207,9 +207,9 @@ class FusedMoe {
 const char* to_string(MoeStage s);
 // True when the decode kernels run the layer for M tokens: bf16, fp16 or block-wise fp8, the
 // hidden state and a token's activations within their shared memory (src/moe/decode.hpp says
-// what else; per-tensor fp8 never: it needs the global amax first), and 1 <= M <= 4 (2 where
-// they stream the hidden size in short load batches, as on DeepSeek-V3 at TP8, whose stage
-// kernels are faster from 3 tokens: src/moe/decode.hpp decode_max_tokens).
+// what else; per-tensor fp8 never: it needs the global amax first), and 1 <= M <= 4, 2 or none
+// by the length of a w13 row (src/moe/decode.hpp decode_max_tokens: DeepSeek-V3 at TP8 takes
+// them up to M = 2 in block fp8 and never in bf16, where its stage kernels are faster).
 bool decode_kernels_apply(const MoeShape& shape, std::int64_t M);
 // True for NVRTC targets of sm_90 and newer ("sm_90a", "sm_100a", "sm_120"), where the
 // griddepcontrol instructions of programmatic dependent launch exist; false otherwise (and for

@@ -116,7 +116,8 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     c.num_warps = 4;
     c.BLOCK_SIZE_N = 64;
     if (!down) {
-      // Up: n64 k128 s4 won M = 8..64 on all three shapes (bf16 M=256: tie with k64 s5, 0.3%).
+      // Up: n64 k128 s4 won M = 8..64 on all three shapes (bf16 M=256: tie with k64 s5, 0.3%),
+      // GEMM1 alone and unfused; the 16-bit one-wave rule below takes k64 s5 at M = 5..9.
       // The data differs from the recommendation (n64) at fp8 M=256 (both shapes, both runs)
       // and DeepSeek fp8 M=8 (prefetch run), where m16n128k128 w8 s5 was 1-4% ahead: within the
       // run-to-run noise (~5%), while that config lost by 1-8% at M = 8..64 elsewhere; n64 stays.
@@ -246,14 +247,15 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     // num_stages 3 at SPLIT_K 8: the winner on both fp8 shapes at M=1 (Qwen's splits hold only
     // 3 K-tiles, so a 4th stage has nothing to load); 4 stages at SPLIT_K 8 was not measured.
     if (c.SPLIT_K == 8) c.num_stages = 3;
-    // 16-bit up, unsplit: when the k128 s4 grid outgrows one wave of resident blocks (80 KB
-    // each, 2 per H200 SM) but a k64 s5 grid (51 KB, 4 per SM) fits one, k64 s5 — as for down
-    // above, more resident blocks beat a deeper ring. Layer A/B, GEMM1 with SiLU·up fused
+    // 16-bit up, unsplit, on sm_90a (measured on the H200 only): when the k128 s4 grid outgrows
+    // one wave of resident blocks (80 KB each, 2 per H200 SM) but a k64 s5 grid (51 KB, 4 per
+    // SM) fits one, k64 s5 (M = 5..9 on the anchors) — as for down above, more resident blocks
+    // beat a deeper ring. Layer A/B, GEMM1 with SiLU·up fused
     // (bench/results/2026-12-01_h200_ninth_session.md, calls 5 and 6, tables against the
     // defaults): Qwen3.5 TP4 bf16 M = 5, 6, 7, 8 (300..456 blocks) -21, -14, -6, -3%; DeepSeek-V3
     // TP8 bf16 M = 5, 6, 8 -22, -13, -0.4%; at M = 4 (244 blocks, one wave either way) within
     // 0.1%. Past one k64 s5 wave (M >= 16 on both) it split: Qwen -3..+1%, DeepSeek +2..+6%.
-    if (!fp8 && c.SPLIT_K == 1) {
+    if (!fp8 && c.SPLIT_K == 1 && gpu.arch() == "sm_90a") {
       KernelConfig k64 = c;
       k64.BLOCK_SIZE_K = 64;
       k64.num_stages = 5;

@@ -364,10 +364,10 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           emit("forward", kNaN, thr, 0, e.what());
           continue;
         }
-        // Where forward runs the decode kernels instead (M <= 4), its own call on a second
-        // poisoned workspace and output: "layer (decode kernels)" judges that output next to the
-        // stage kernels' "layer", and its routing must equal theirs (same code, same inputs)
-        // bit for bit.
+        // Where forward runs the decode kernels instead (uses_decode_kernels), its own call on a
+        // second poisoned workspace and output: "layer (decode kernels)" judges that output next
+        // to the stage kernels' "layer", and its routing must equal theirs (same code, same
+        // inputs) bit for bit.
         bool decode = fm->uses_decode_kernels(M);
         std::vector<std::uint16_t> decode_out;
         std::vector<std::int32_t> decode_ids;

@@ -108,7 +108,8 @@ DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M) {
 
 std::int64_t decode_max_tokens(const MoeShape& s) {
   if (!decode_kernels_unfit(s).empty()) return 0;
-  return decode_geometry(s, 2).batch < kDecodeFullBatch ? 2 : kDecodeMaxTokens;
+  const long long row_bytes = static_cast<long long>(s.K) * elem_bytes(s);
+  return row_bytes <= kDecodeRowBytes4 ? kDecodeMaxTokens : row_bytes <= kDecodeRowBytes2 ? 2 : 0;
 }
 
 static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, bool route,

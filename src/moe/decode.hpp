@@ -17,9 +17,10 @@ namespace moetune::moe {
 // The most tokens the decode kernels ever take (decode_max_tokens says how many for a shape).
 // Above it the staged pipeline's tensor-core GEMMs serve several tokens per weight read.
 inline constexpr std::int64_t kDecodeMaxTokens = 4;
-// moe_decode_up load batches (64-byte chunks per row per lane) below which the decode kernels
-// stop at 2 tokens (decode_max_tokens).
-inline constexpr int kDecodeFullBatch = 6;
+// Weight row bytes of w13 (K x element bytes) up to which the decode kernels take 4 tokens, and
+// up to which they take 2 (decode_max_tokens); longer rows: none.
+inline constexpr int kDecodeRowBytes4 = 6144;
+inline constexpr int kDecodeRowBytes2 = 8192;
 // Static shared memory of either kernel (the default per-block limit, no opt-in needed).
 inline constexpr int kDecodeSmemBytes = 48 * 1024;
 
@@ -36,20 +37,22 @@ struct DecodeGeometry {
 // multiple of 128 dividing N and K and block_n a multiple of 16 dividing K and 2N; 16-bit: N and
 // K multiples of 32; fp8: of 64; N <= 4096; topk <= 32; the hidden state and a token's
 // activations within kDecodeSmemBytes), else why not.
-// M plays no part (forward adds M <= kDecodeMaxTokens).
+// M plays no part (forward adds M <= decode_max_tokens(shape)).
 std::string decode_kernels_unfit(const MoeShape& shape);
 // The geometry for `shape` at M tokens (decode_kernels_unfit(shape) must be ""; InputError
 // otherwise). moe_decode_up's depends on M: 16 warps per block at M = 1 where each warp's slice
 // of K stays >= 14 chunks (one block per SM there), else 8; load batches that divide the slice.
 DecodeGeometry decode_geometry(const MoeShape& shape, std::int64_t M);
 // Tokens up to which FusedMoe::forward runs the decode kernels for `shape` (0 when they do not
-// fit it): kDecodeMaxTokens, or 2 where moe_decode_up streams a warp's K slice in batches of
-// fewer than kDecodeFullBatch chunks above one token (fewer bytes in flight per warp). Measured
-// (bench/results/2026-12-01_h200_ninth_session.md, call 4, layer, decode kernels against the
-// stage kernels): DeepSeek-V3 TP8 fp8 (28 chunks per warp, batches of 4) M = 2 40.3 against
-// 45.3 µs, but M = 3 57.1 against 53.8 and M = 4 70.6 against 66.0; Qwen3.5 TP4 fp8 (batches of
-// 6) and bf16 (8) keep the decode kernels ahead up to M = 4 (31.4 against 34.6 and 46.2 against
-// 49.0 µs at M = 4).
+// fit it or lose at every M): by the length of a w13 row, which each warp of moe_decode_up
+// streams a slice of, one 16-row tile per block: kDecodeMaxTokens up to kDecodeRowBytes4, 2 up
+// to kDecodeRowBytes2, else 0. Measured (bench/results/2026-12-01_h200_ninth_session.md, calls 4
+// and 9, layer µs, decode kernels against the stage kernels): Qwen3.5 TP4 fp8 (3072-byte rows)
+// and bf16 (6144) ahead up to M = 4 (31.4 against 34.6, 46.2 against 49.0 at M = 4);
+// DeepSeek-V3 TP8 fp8 (7168) ahead at M = 2 (40.3 against 45.3), behind at M = 3 and 4 (57.1
+// against 53.8, 70.6 against 66.0); DeepSeek-V3 TP8 bf16 (14336) behind at every M (M = 1 41.8
+// against 39.6, M = 4 120.3 against 98.5). Four shapes: the thresholds lie anywhere between
+// these row lengths; other shapes are not measured.
 std::int64_t decode_max_tokens(const MoeShape& shape);
 
 // route: the kernels route from router logits (else they read precomputed topk ids/weights).

@@ -127,7 +127,7 @@ void make_bench_sets(const FusedMoe& moe, std::int64_t M, int rotation, std::siz
     set.inputs.hidden = reinterpret_cast<const void*>(set.hidden.ptr());
     set.inputs.router_logits = set.logits.as<const float>();
     // The stage kernels leave every intermediate (alignment tables, quantized inputs) that the
-    // GEMM phase and the stage timings read; at M <= 4 forward() runs the decode kernels, which
+    // GEMM phase and the stage timings read; where forward() runs the decode kernels, which
     // write none of them (the GEMM phase then ran on zeroed tables: gemm_us 4.5 µs at M = 1).
     moe.forward_staged(set.inputs, d.weights, reinterpret_cast<void*>(set.out.ptr()),
                        reinterpret_cast<void*>(set.workspace.ptr()), set.workspace.bytes(), stream);

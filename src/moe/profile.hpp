@@ -50,7 +50,7 @@ struct ProfileRow {
   MoeStage dominant = MoeStage::gemm1;  // the stage with the largest median
   double stages_sum_s = 0;          // Σ medians
   Summary layer;                    // forward() as one call, for comparison with the sum
-  bool layer_decode = false;        // forward() ran the decode kernels (M <= 4), not the stages
+  bool layer_decode = false;        // forward() ran the decode kernels, not the stages
   bench::ClockLog clock;
   int rotation = 1;
 };

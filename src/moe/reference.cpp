@@ -261,8 +261,20 @@ bool routing_near_tie(const RoutingResult& ref, std::int64_t t, const std::int32
     kept[g] = true;
   }
   if (std::count(kept.begin(), kept.end(), true) > routing.topk_group) return false;
-  return top_k_up_to_ties(ref.choice_unmasked.data() + row,
-                          [&](int e) { return static_cast<bool>(kept[e / gsize]); });
+  // The kernel kept topk_group groups: fill up with the near-tied groups least able to hold an
+  // expert the picks should have beaten (the lowest best choice first), the most lenient reading
+  // that is still a selection some resolution of the near-ties makes.
+  const double* cu = ref.choice_unmasked.data() + row;
+  auto best_of = [&](int g) { return *std::max_element(cu + g * gsize, cu + (g + 1) * gsize); };
+  std::vector<int> fill;
+  for (int g = 0; g < routing.n_group; ++g)
+    if (!kept[g] && gs[g] >= gth - tol(gth)) fill.push_back(g);
+  std::sort(fill.begin(), fill.end(), [&](int a, int b) { return best_of(a) < best_of(b); });
+  for (int g : fill) {
+    if (std::count(kept.begin(), kept.end(), true) >= routing.topk_group) break;
+    kept[g] = true;
+  }
+  return top_k_up_to_ties(cu, [&](int e) { return static_cast<bool>(kept[e / gsize]); });
 }
 
 std::vector<double> routing_weights_for(const float* logits_row, int E_global,

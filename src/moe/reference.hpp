@@ -54,7 +54,8 @@ RoutingResult route_reference(const float* router_logits, int M, int E_global, i
 // choice within rel_tol of the reference's k-th choice; or, with groups, every pick in a group
 // whose score is within rel_tol of the topk_group-th best group score (or above it), at most
 // topk_group groups, and the picks the top-k of the unmasked choices over their own groups
-// (the selection the reference would make had the near-tied groups gone the other way).
+// (the selection the reference would make had the near-tied groups gone the other way). `ids`:
+// topk distinct ids in [0, E_global) (the caller checks).
 bool routing_near_tie(const RoutingResult& ref, std::int64_t t, const std::int32_t* ids,
                       int E_global, int topk, const Routing& routing, double rel_tol);
 // Weights for a given selection (ids of one token) under the same rules: to compare a kernel's

@@ -112,13 +112,18 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
 }
 
 // 16-bit up at one k64 s5 wave: Qwen3.5 bf16 at M = 4 has 30.5 expected active experts x 512/64
-// up columns = 244 tiles, within 2 x 132 resident k128 s4 blocks: k128 s4 stays; M = 5..8 (300..456
-// tiles) outgrow them but fit 4 x 132 k64 s5 blocks: k64 s5; M = 16 (800) fits neither: k128 s4.
+// up columns = 244 tiles, within 2 x 132 resident k128 s4 blocks: k128 s4 stays; M = 5..9
+// (300..509 tiles) outgrow them but fit 4 x 132 k64 s5 blocks: k64 s5; M = 10 (558) and 16 (800)
+// fit neither: k128 s4. Only on sm_90a, where it was measured: the A100 keeps k128 s4.
 TEST(ConfigDefaults, MoetuneSixteenBitUpTakesOneWave) {
   const KernelConfig k128{16, 64, 128, 1, 4, 4, 1}, k64{16, 64, 64, 1, 4, 5, 1};
   EXPECT_EQ(up_at(kQwenBf16, 4), k128);
-  for (int M : {5, 6, 7, 8}) EXPECT_EQ(up_at(kQwenBf16, M), k64) << M;
+  for (int M : {5, 6, 7, 8, 9}) EXPECT_EQ(up_at(kQwenBf16, M), k64) << M;
+  EXPECT_EQ(up_at(kQwenBf16, 10), k128);
   EXPECT_EQ(up_at(kQwenBf16, 16), k128);
+  for (int M : {5, 8})
+    EXPECT_EQ(moetune_default_config(kQwenBf16, gpu(test::kA100), M, false).BLOCK_SIZE_K,
+              128);
   EXPECT_EQ(down_at(kQwenBf16, 8), (KernelConfig{16, 64, 64, 1, 4, 3, 1}));  // down unchanged
   // fp8 keeps its own tiles (swap-AB here).
   EXPECT_EQ(up_at(kQwenFp8, 8).SWAP_AB, 1);
@@ -319,7 +324,9 @@ TEST(ConfigDefaults, MoetuneDefaultsAreValidEverywhere) {
         if (p.dtype == Dtype::fp8_w8a8 && g.compute_capability() < 89) continue;  // cannot run
         const MoeShape s = shape(m.E_global, m.ep, m.N, m.K, m.topk, p.dtype, p.block_shape);
         const ValidationTarget target{p.dtype, p.block_shape, &g};
-        for (int M : default_batch_sizes()) {
+        std::vector<int> Ms = default_batch_sizes();  // and every M FusedMoe's tables hold
+        for (int M = 1; M <= 32; ++M) Ms.push_back(M);
+        for (int M : Ms) {
           const KernelConfig up = moetune_default_config(s, g, M, false);
           const KernelConfig down = moetune_default_config(s, g, M, true);
           EXPECT_TRUE(validate_config(up, target, M).empty()) << name << " M=" << M;

@@ -52,19 +52,24 @@ TEST(MoeDecode, TakesTheAnchorsAndRefusesWhatItCannotRun) {
   EXPECT_FALSE(decode_kernels_apply(anchor(0, "fp8_tensor"), 1));
 }
 
-// Up to 4 tokens where moe_decode_up's load batches hold >= kDecodeFullBatch chunks above one
-// token (Qwen3.5 TP4: fp8 12 chunks per warp in batches of 6, bf16 24 in batches of 8), up to 2
-// where they do not (DeepSeek-V3 TP8 fp8: 28 chunks in batches of 4; bf16: 56 in batches of 8).
-TEST(MoeDecode, MaxTokensFollowTheLoadBatch) {
+// By the w13 row length: up to 4 tokens to 6144 bytes (Qwen3.5 TP4: fp8 3072, bf16 6144), 2 to
+// 8192 (DeepSeek-V3 TP8 fp8: 7168), none beyond (DeepSeek-V3 bf16: 14336); none where they do
+// not fit.
+TEST(MoeDecode, MaxTokensFollowTheRowLength) {
   EXPECT_EQ(decode_max_tokens(anchor(0, "fp8_block")), 4);
   EXPECT_EQ(decode_max_tokens(anchor(0, "bf16")), 4);
   const MoeShape ds = anchor(1, "fp8_block");
-  EXPECT_EQ(decode_geometry(ds, 2).batch, 4);
   EXPECT_EQ(decode_max_tokens(ds), 2);
   EXPECT_TRUE(decode_kernels_apply(ds, 2));
   EXPECT_FALSE(decode_kernels_apply(ds, 3));
-  EXPECT_EQ(decode_max_tokens(anchor(1, "bf16")), 4);
+  EXPECT_EQ(decode_max_tokens(anchor(1, "bf16")), 0);
+  EXPECT_FALSE(decode_kernels_apply(anchor(1, "bf16"), 1));
   EXPECT_EQ(decode_max_tokens(anchor(0, "fp8_tensor")), 0);
+  MoeShape s = anchor(0, "bf16");
+  s.K = 4096;  // 8192-byte rows: 2 tokens; one more 64-byte chunk per warp slice: none
+  EXPECT_EQ(decode_max_tokens(s), 2);
+  s.K = 4096 + 128;
+  EXPECT_EQ(decode_max_tokens(s), 0);
 }
 
 TEST(MoeDecode, GeometryPerM) {

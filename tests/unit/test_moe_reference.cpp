@@ -185,6 +185,21 @@ TEST(MoeReferenceRouting, NearTiesOfExpertsAndOfGroups) {
   EXPECT_FALSE(routing_near_tie(ref, 0, without_best_group, 8, 3, r, 1e-5));
   const std::int32_t far_group[3] = {6, 7, 0};  // group 0 (1.0) ties with nothing
   EXPECT_FALSE(routing_near_tie(ref, 0, far_group, 8, 3, r, 1e-5));
+  // Picks from fewer groups than topk_group: the kernel kept another group too, and whichever
+  // near-tied one it was holds a choice the picks must include. Groups 0 (1.0 + 0.5 = 1.5) and
+  // 1, 2 tied at 0.9 + 0.0: topk_group 2, topk 2. Picking both of group 0 (1.0, 0.5) leaves out
+  // a 0.9 from the second kept group, whichever it was.
+  s = {0.5, 0.25, 0.45, 0.0001, 0.45, 0.0001, 0.0001, 0.0001};
+  logits.clear();
+  for (double v : s) logits.push_back(logit(v));
+  const std::vector<float> lift = {0.5f, 0.25f, 0.45f, 0.f, 0.45f, 0.f, 0.f, 0.f};  // c = 2s
+  ref = route_reference(logits.data(), 1, 8, 2, r, lift.data());
+  const std::int32_t one_group[2] = {0, 1};
+  EXPECT_FALSE(routing_near_tie(ref, 0, one_group, 8, 2, r, 1e-5));
+  const std::int32_t either_tie[2] = {0, 2};
+  EXPECT_TRUE(routing_near_tie(ref, 0, either_tie, 8, 2, r, 1e-5));
+  const std::int32_t other_tie[2] = {0, 4};
+  EXPECT_TRUE(routing_near_tie(ref, 0, other_tie, 8, 2, r, 1e-5));
 }
 
 TEST(MoeReferenceRouting, RejectsBadGroups) {
