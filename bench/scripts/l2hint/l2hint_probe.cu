@@ -20,7 +20,8 @@ __global__ void probe(const unsigned char* src, unsigned char* dst, const unsign
     asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
   if (V == 4) policy = *pol;
   if (V == 0 || V == 3) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(16) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g), "r"(16)
+                 : "memory");
   } else if (V == 1 || V == 4 || V == 5) {
     const int bytes = V == 5 && (threadIdx.x & 1) ? 0 : 16;
     asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(d),

@@ -5,4 +5,5 @@
 #     bench/scripts/l2hint/l2hint_probe.cu
 for v in 0 1 2 3 4 5; do timeout 20 .devbin/l2hint_probe $v; done
 command -v cuobjdump >/dev/null || PATH=$PATH:/usr/local/cuda/bin
-cuobjdump -sass .devbin/l2hint_probe 2>/dev/null | grep -E "Function|LDGSTS|POLICY|UBLKCP|CCTL" | head -40
+cuobjdump -sass .devbin/l2hint_probe 2>/dev/null |
+  grep -E "Function|LDGSTS|POLICY|UBLKCP|CCTL" | head -40
