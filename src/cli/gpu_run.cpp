@@ -58,7 +58,7 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
                "sm_90+)");
   sub.add_flag("--no-decode-kernels", o.no_decode_kernels,
                "run the stage kernels at M <= 4 too (default: the two decode kernels there, "
-               "where the shape fits them; M <= 2 on some shapes)");
+               "where the shape fits them; fewer or none on some shapes)");
 }
 
 FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
