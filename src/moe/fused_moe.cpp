@@ -48,7 +48,8 @@ bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logi
 }
 
 bool decode_kernels_apply(const MoeShape& shape, std::int64_t M) {
-  return M >= 1 && M <= moe::decode_max_tokens(shape);
+  // forward() asks at every call: above kDecodeMaxTokens the shape's checks are not needed.
+  return M >= 1 && M <= moe::kDecodeMaxTokens && M <= moe::decode_max_tokens(shape);
 }
 
 bool routing_fuses_quant(const MoeShape& shape, bool router_logits) {
