@@ -206,8 +206,6 @@ __host__ __device__ constexpr int batch_chunks(int chunks, int unit, int cap) {
   return c < unit ? unit : (c > chunks ? chunks : c);
 }
 
-}  // namespace decode_detail
-
 template <int ACT,          // tile_math::kDtypeBf16 / kDtypeFp16
           bool WFP8,        // block-wise fp8 weights (e4m3 + scales) and activations
           int K, int N, int TOPK,
@@ -216,15 +214,14 @@ template <int ACT,          // tile_math::kDtypeBf16 / kDtypeFp16
           int BATCH,        // 64-byte chunks per row loaded before the first is used
           bool ROUTE,       // route from router_logits (else precomputed ids)
           int E_GLOBAL, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
-          bool RENORMALIZE>  // the routing's (routing.cuh)
-__global__ void __launch_bounds__(64 * WPT)
-    moe_decode_up(const float* __restrict__ router_logits,
-                  const float* __restrict__ correction_bias, const int* __restrict__ topk_ids_in,
-                  const float* __restrict__ topk_weights_in, int* __restrict__ topk_ids_out,
-                  float* __restrict__ topk_weights_out, float routed_scaling_factor,
-                  const void* __restrict__ x, const unsigned char* __restrict__ w13,
-                  const float* __restrict__ w13_scale, void* __restrict__ act, int expert_start,
-                  int E) {
+          bool RENORMALIZE,  // the routing's (routing.cuh)
+          class Mark>        // mark(point): a probe's timeline hook (see below where it is called)
+__device__ __forceinline__ void up_block(
+    const float* __restrict__ router_logits, const float* __restrict__ correction_bias,
+    const int* __restrict__ topk_ids_in, int* __restrict__ topk_ids_out,
+    float* __restrict__ topk_weights_out, float routed_scaling_factor, const void* __restrict__ x,
+    const unsigned char* __restrict__ w13, const float* __restrict__ w13_scale,
+    void* __restrict__ act, int expert_start, int E, int col, long long slot, Mark&& mark) {
   constexpr int kThreads = 64 * WPT;
   constexpr int kEs = WFP8 ? 1 : 2;               // bytes per element
   constexpr int kRowBytes = K * kEs;
@@ -242,10 +239,6 @@ __global__ void __launch_bounds__(64 * WPT)
   __shared__ float s_choice[N_GROUP > 1 ? E_GLOBAL : 1];
   __shared__ int s_e;
 
-  // PDL (common/pdl.cuh): router_logits and x may come from the kernel before.
-  pdl_wait();
-  pdl_launch_dependents();
-  const long long slot = blockIdx.y;
   const long long t = slot / TOPK;
   const int j = static_cast<int>(slot % TOPK);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -265,7 +258,7 @@ __global__ void __launch_bounds__(64 * WPT)
           id = ids[k];
           wt = w[k];
         }
-      if (lane == 0 && blockIdx.x == 0) {
+      if (lane == 0 && col == 0) {
         topk_ids_out[slot] = id;
         topk_weights_out[slot] = wt;
       }
@@ -273,6 +266,7 @@ __global__ void __launch_bounds__(64 * WPT)
       id = topk_ids_in[slot];
     }
     if (lane == 0) s_e = id - expert_start;
+    if (lane == 0) mark(1);  // routed
   } else {  // warps 1..: the token's hidden state (warp 0 routes meanwhile)
     // One memory round trip: every warp issues all its loads before using any.
     const unsigned char* xt = static_cast<const unsigned char*>(x) + t * K * 2;
@@ -296,14 +290,16 @@ __global__ void __launch_bounds__(64 * WPT)
       for (int i = 0; i < kPer; ++i)
         if (v0 + i * kLoaders < kVecs) reinterpret_cast<uint4*>(s_x)[v0 + i * kLoaders] = v[i];
     }
+    if (threadIdx.x == 32) mark(2);  // warp 1's share of the hidden state done
   }
   __syncthreads();
+  if (threadIdx.x == 0) mark(3);  // routed and the hidden state in shared memory
   const int e = s_e;
   if (static_cast<unsigned>(e) >= static_cast<unsigned>(E)) return;  // another rank's slot
 
   const int tile = warp / WPT, wk = warp % WPT;  // tile 0: gate rows, 1: up rows
   const int g = lane / 4, q = lane % 4;
-  const int row0 = (tile == 0 ? 0 : N) + blockIdx.x * 16;
+  const int row0 = (tile == 0 ? 0 : N) + col * 16;
   const unsigned char* pa =
       w13 + (static_cast<long long>(e) * 2 * N + row0 + g) * kRowBytes + wk * kWarpBytes + q * 16;
   const unsigned char* pb = pa + 8LL * kRowBytes;
@@ -313,8 +309,7 @@ __global__ void __launch_bounds__(64 * WPT)
            : nullptr;
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float acc0 = 0.0f, acc8 = 0.0f;  // rows g and g + 8 of column 0 (lanes with q == 0)
-  decode_detail::stream_chunks<kBatch, kChunks>(
-      pa, pb, 0, [&](int i, const uint4& ra, const uint4& rb) {
+  auto chunk = [&](int i, const uint4& ra, const uint4& rb) {
         const uint4 xv = *reinterpret_cast<const uint4*>(px + i * 64);
         decode_detail::mma_chunk<WFP8, ACT>(c, ra, rb, xv);
         if constexpr (WFP8) {
@@ -326,7 +321,8 @@ __global__ void __launch_bounds__(64 * WPT)
             c[0] = c[1] = c[2] = c[3] = 0.0f;
           }
         }
-      });
+      };
+  decode_detail::stream_chunks<kBatch, kChunks>(pa, pb, 0, chunk);
   if constexpr (!WFP8) {
     acc0 = c[0];
     acc8 = c[2];
@@ -335,6 +331,7 @@ __global__ void __launch_bounds__(64 * WPT)
     s_part[tile][wk][g] = acc0;
     s_part[tile][wk][g + 8] = acc8;
   }
+  if (threadIdx.x == 0) mark(4);  // warp 0's weights streamed
   __syncthreads();
   if (threadIdx.x < 16) {
     const int i = threadIdx.x;
@@ -349,20 +346,21 @@ __global__ void __launch_bounds__(64 * WPT)
       gate = decode_detail::round_act<ACT>(gate);
       up = decode_detail::round_act<ACT>(up);
     }
-    decode_detail::store_act<ACT>(act, slot * N + blockIdx.x * 16 + i, act::silu_mul(gate, up));
+    decode_detail::store_act<ACT>(act, slot * N + col * 16 + i, act::silu_mul(gate, up));
   }
 }
 
+
 template <int ACT, bool WFP8, int K, int N, int TOPK, int BN, int BK,
           bool ROUTE, int E_GLOBAL, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
-          bool RENORMALIZE>
-__global__ void __launch_bounds__(32 * TOPK)
-    moe_decode_down(const float* __restrict__ router_logits,
-                    const float* __restrict__ correction_bias,
-                    const int* __restrict__ topk_ids_in, const float* __restrict__ topk_weights_in,
-                    float routed_scaling_factor, const void* __restrict__ act,
-                    const unsigned char* __restrict__ w2, const float* __restrict__ w2_scale,
-                    void* __restrict__ out, int expert_start, int E) {
+          bool RENORMALIZE, class Wait, class Mark>
+__device__ __forceinline__ void down_block(
+    const float* __restrict__ router_logits, const float* __restrict__ correction_bias,
+    const int* __restrict__ topk_ids_in, const float* __restrict__ topk_weights_in,
+    float routed_scaling_factor, const void* __restrict__ act,
+    const unsigned char* __restrict__ w2, const float* __restrict__ w2_scale,
+    void* __restrict__ out, int expert_start, int E, int col, long long t, Wait&& wait,
+    Mark&& mark) {
   constexpr int kEs = WFP8 ? 1 : 2;
   constexpr int kRowBytes = N * kEs;
   constexpr int kChunks = kRowBytes / 64;
@@ -381,7 +379,6 @@ __global__ void __launch_bounds__(32 * TOPK)
   __shared__ int s_e[TOPK];
   __shared__ float s_w[TOPK];
 
-  const long long t = blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // Routing and weights are not moe_decode_up's outputs, and moe_decode_up waited for the kernel
   // before it (so the router logits are complete) before it let this grid start: route and load
@@ -410,11 +407,12 @@ __global__ void __launch_bounds__(32 * TOPK)
     }
   }
   __syncthreads();
+  if (threadIdx.x == 0) mark(1);  // routed
   const int j = warp;
   const int e = s_e[j];
   const bool local = static_cast<unsigned>(e) < static_cast<unsigned>(E);  // warp-uniform
   const int g = lane / 4, q = lane % 4;
-  const int h0 = blockIdx.x * 16;
+  const int h0 = col * 16;
   const unsigned char* pa =
       w2 + (static_cast<long long>(local ? e : 0) * K + h0 + g) * kRowBytes + q * 16;
   const unsigned char* pb = pa + 8LL * kRowBytes;
@@ -427,14 +425,16 @@ __global__ void __launch_bounds__(32 * TOPK)
     }
   }
 
-  // PDL: act is moe_decode_up's output; out may still be read by the kernel before.
-  pdl_wait();
-  pdl_launch_dependents();
+  // act is moe_decode_up's output; out may still be read by the kernel before.
+  if (threadIdx.x == 0) mark(2);  // w2 loads issued
+  wait();
+  if (threadIdx.x == 0) mark(3);  // released
   float y0 = 0.0f, y8 = 0.0f;  // rows g and g + 8 of column 0 (lanes with q == 0)
   if (local) {
     decode_detail::warp_vector<ACT, WFP8 ? BK : 0, N>(
         static_cast<const unsigned char*>(act) + (t * TOPK + j) * N * 2, s_a[j], s_as[j]);
     __syncwarp();
+    if (threadIdx.x == 0) mark(4);  // warp 0's activation row in shared memory
     const float* ws_row =
         WFP8 ? w2_scale + (static_cast<long long>(e) * (K / BN) + h0 / BN) * (N / BK) : nullptr;
     const unsigned char* px = s_a[j] + q * 16;
@@ -466,6 +466,7 @@ __global__ void __launch_bounds__(32 * TOPK)
       s_y[j][g + 8] = decode_detail::round_act<ACT>(s_w[j] * y8);
     }
   }
+  if (threadIdx.x == 0) mark(5);  // warp 0's products done
   __syncthreads();
   if (threadIdx.x < 16) {
     float sum = 0.0f;
@@ -474,6 +475,57 @@ __global__ void __launch_bounds__(32 * TOPK)
       if (static_cast<unsigned>(s_e[jj]) < static_cast<unsigned>(E)) sum += s_y[jj][threadIdx.x];
     decode_detail::store_act<ACT>(out, t * K + h0 + threadIdx.x, sum);
   }
+}
+
+
+}  // namespace decode_detail
+
+// The two launches (src/moe/decode.cpp launch_decode): moe_decode_up, grid (N / 16, M * TOPK),
+// 64 * WPT threads; moe_decode_down, grid (K / 16, M), 32 * TOPK threads.
+template <int ACT,          // tile_math::kDtypeBf16 / kDtypeFp16
+          bool WFP8,        // block-wise fp8 weights (e4m3 + scales) and activations
+          int K, int N, int TOPK,
+          int BN, int BK,   // fp8 block shape (WFP8), else unused
+          int WPT,          // warps per 16-row tile (each a 1/WPT slice of K)
+          int BATCH,        // 64-byte chunks per row loaded before the first is used
+          bool ROUTE,       // route from router_logits (else precomputed ids)
+          int E_GLOBAL, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
+          bool RENORMALIZE>  // the routing's (routing.cuh)
+__global__ void __launch_bounds__(64 * WPT)
+    moe_decode_up(const float* __restrict__ router_logits,
+                  const float* __restrict__ correction_bias, const int* __restrict__ topk_ids_in,
+                  const float* __restrict__ topk_weights_in, int* __restrict__ topk_ids_out,
+                  float* __restrict__ topk_weights_out, float routed_scaling_factor,
+                  const void* __restrict__ x, const unsigned char* __restrict__ w13,
+                  const float* __restrict__ w13_scale, void* __restrict__ act, int expert_start,
+                  int E) {
+  // PDL (common/pdl.cuh): router_logits and x may come from the kernel before.
+  pdl_wait();
+  pdl_launch_dependents();
+  decode_detail::up_block<ACT, WFP8, K, N, TOPK, BN, BK, WPT, BATCH, ROUTE, E_GLOBAL, SCORING,
+                          N_GROUP, TOPK_GROUP, HAS_BIAS, RENORMALIZE>(
+      router_logits, correction_bias, topk_ids_in, topk_ids_out, topk_weights_out,
+      routed_scaling_factor, x, w13, w13_scale, act, expert_start, E, blockIdx.x, blockIdx.y,
+      [](int) {});
+}
+
+template <int ACT, bool WFP8, int K, int N, int TOPK, int BN, int BK, bool ROUTE, int E_GLOBAL,
+          int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS, bool RENORMALIZE>
+__global__ void __launch_bounds__(32 * TOPK)
+    moe_decode_down(const float* __restrict__ router_logits,
+                    const float* __restrict__ correction_bias,
+                    const int* __restrict__ topk_ids_in, const float* __restrict__ topk_weights_in,
+                    float routed_scaling_factor, const void* __restrict__ act,
+                    const unsigned char* __restrict__ w2, const float* __restrict__ w2_scale,
+                    void* __restrict__ out, int expert_start, int E) {
+  decode_detail::down_block<ACT, WFP8, K, N, TOPK, BN, BK, ROUTE, E_GLOBAL, SCORING, N_GROUP,
+                            TOPK_GROUP, HAS_BIAS, RENORMALIZE>(
+      router_logits, correction_bias, topk_ids_in, topk_weights_in, routed_scaling_factor, act,
+      w2, w2_scale, out, expert_start, E, blockIdx.x, blockIdx.y, [] {
+        pdl_wait();  // PDL: moe_decode_up's act and the previous kernel's reads of out
+        pdl_launch_dependents();
+      },
+      [](int) {});
 }
 
 }  // namespace moetune

@@ -38,16 +38,37 @@ __device__ __forceinline__ void warp_argmax(float& v, int& i) {
   }
 }
 
-// warp_argmax for the top-k picks, in two warp reductions (redux.sync, sm_80+) instead of five
-// shuffle rounds of two shuffles each: the largest value (as an order-preserving unsigned key),
-// then the smallest index among the lanes holding it. v must not be NaN.
-__device__ __forceinline__ void warp_argmax_redux(float& v, int& i) {
-  const unsigned bits = __float_as_uint(v + 0.0f);  // -0 -> +0: they tie, as in warp_argmax
-  const unsigned key = bits & 0x80000000u ? ~bits : bits | 0x80000000u;  // float order
-  const unsigned best = __reduce_max_sync(0xffffffffu, key);
-  i = static_cast<int>(
-      __reduce_min_sync(0xffffffffu, key == best ? static_cast<unsigned>(i) : 0xffffffffu));
-  v = __uint_as_float(best & 0x80000000u ? best & 0x7fffffffu : ~best);
+// An unsigned key in the order of the floats (v not NaN; -0 and +0 get one key, as they tie in
+// warp_argmax), above 0: key 0 is below every float, -inf included.
+__device__ __forceinline__ unsigned order_key(float v) {
+  const unsigned bits = __float_as_uint(v + 0.0f);
+  return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
+}
+__device__ __forceinline__ float key_value(unsigned key) {
+  return __uint_as_float(key & 0x80000000u ? key & 0x7fffffffu : ~key);
+}
+
+// Sorts n (key, id, score) triples descending by key, in place, keeping the given order among
+// equal keys (odd-even transposition: n rounds, each swap only on a strictly smaller key).
+template <int n>
+__device__ __forceinline__ void sort_desc(unsigned (&key)[n], int (&id)[n], float (&sc)[n]) {
+#pragma unroll
+  for (int r = 0; r < n; ++r) {
+#pragma unroll
+    for (int j = r % 2; j + 1 < n; j += 2) {
+      if (key[j] < key[j + 1]) {
+        const unsigned k = key[j];
+        key[j] = key[j + 1];
+        key[j + 1] = k;
+        const int i = id[j];
+        id[j] = id[j + 1];
+        id[j + 1] = i;
+        const float f = sc[j];
+        sc[j] = sc[j + 1];
+        sc[j + 1] = f;
+      }
+    }
+  }
 }
 
 }  // namespace routing_detail
@@ -80,11 +101,11 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
     s[j] = e < E_GLOBAL ? row[e] : kNegInf;
   }
   if constexpr (SCORING == 0) {
-    float mx = kNegInf;
+    float mx = kNegInf;  // fmaxf drops NaN logits
 #pragma unroll
     for (int j = 0; j < kPer; ++j) mx = fmaxf(mx, s[j]);
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    mx = routing_detail::key_value(
+        __reduce_max_sync(0xffffffffu, routing_detail::order_key(mx)));  // one redux, not 5 shuffles
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
@@ -146,33 +167,41 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
   // among the experts not yet taken, the highest choice score wins, NaN counting as -inf and
   // the smaller id winning ties. (It once kept the sentinel 0x7fffffff when no score beat -inf;
   // the alignment then dropped the slot, and GEMM2's folded top-k sum would wait for it.)
+  // Each lane sorts its experts by key (ids ascending among equal keys; key 0 past E_GLOBAL, below
+  // -inf); a pick is then the largest head over the warp: one redux and a ballot, a second redux
+  // only when heads tie (the smaller id), and the winning lane drops its head. It was a scan of
+  // the lane's kPer scores per pick, ~1.5 µs of one warp at 256 experts, on the critical path of
+  // moe_decode_up (bench/results/2026-12-01_h200_tenth_session.md).
+  unsigned key[kPer];
+  int id[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int e = lane + 32 * j;
+    key[j] = e < E_GLOBAL ? routing_detail::order_key(c[j] == c[j] ? c[j] : kNegInf) : 0u;
+    id[j] = e;
+  }
+  routing_detail::sort_desc(key, id, s);
   float wsum = 0.0f;
-  unsigned taken = 0;  // bit j: expert lane + 32 * j chosen already
 #pragma unroll
   for (int k = 0; k < TOPK; ++k) {
-    float v = kNegInf;
-    int e = 0x7fffffff;
+    const unsigned best = __reduce_max_sync(0xffffffffu, key[0]);
+    const unsigned tied = __ballot_sync(0xffffffffu, key[0] == best);
+    int from = __ffs(tied) - 1;  // the lane holding the pick
+    if (tied & (tied - 1))       // heads tie: the smallest id among them (id % 32 is its lane)
+      from = static_cast<int>(__reduce_min_sync(
+                 0xffffffffu, key[0] == best ? static_cast<unsigned>(id[0]) : 0xffffffffu)) % 32;
+    ids[k] = __shfl_sync(0xffffffffu, id[0], from);
+    w[k] = __shfl_sync(0xffffffffu, s[0], from);
+    wsum += w[k];
+    if (lane == from) {
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const float cj = c[j] == c[j] ? c[j] : kNegInf;  // NaN -> -inf
-      if (lane + 32 * j < E_GLOBAL && !((taken >> j) & 1u) && (e == 0x7fffffff || cj > v)) {
-        v = cj;  // strict: the smaller id wins a tie within the lane
-        e = lane + 32 * j;
+      for (int j = 0; j + 1 < kPer; ++j) {
+        key[j] = key[j + 1];
+        id[j] = id[j + 1];
+        s[j] = s[j + 1];
       }
+      key[kPer - 1] = 0u;
     }
-    routing_detail::warp_argmax_redux(v, e);
-    float sv = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      if (lane + 32 * j == e) {
-        sv = s[j];
-        taken |= 1u << j;
-      }
-    }
-    sv = __shfl_sync(0xffffffffu, sv, e % 32);
-    ids[k] = e;
-    w[k] = sv;
-    wsum += sv;
   }
   const float norm = RENORMALIZE ? routed_scaling_factor / wsum : routed_scaling_factor;
 #pragma unroll
