@@ -127,8 +127,9 @@ struct Bufs {
   float* wts;
 };
 
+// A launch with PDL (as the library's stage kernels are launched).
 template <class Kern, class... Args>
-void launch(Kern k, dim3 grid, dim3 block, cudaStream_t s, Args... args) {
+cudaError_t try_launch(Kern k, dim3 grid, dim3 block, cudaStream_t s, Args... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -138,7 +139,11 @@ void launch(Kern k, dim3 grid, dim3 block, cudaStream_t s, Args... args) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, k, args...));
+  return cudaLaunchKernelEx(&cfg, k, args...);
+}
+template <class Kern, class... Args>
+void launch(Kern k, dim3 grid, dim3 block, cudaStream_t s, Args... args) {
+  CK(try_launch(k, grid, block, s, args...));
 }
 
 // The up kernel variants: load batches of 6 or 12 chunks, routed or with precomputed ids.
@@ -161,33 +166,13 @@ constexpr Variant kReg6 = 0;
 int up_blocks(int M) { return kN / 16 * M * kTopk; }
 int down_blocks(int M) { return kK / 16 * M; }
 
-template <class Kern, class... Args>
-cudaError_t launch_smem(Kern k, dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args... args) {
-  if (smem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(reinterpret_cast<const void*>(k),
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e != cudaSuccess) return e;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, k, args...);
-}
-
 bool disabled[64];
 
 void enqueue(Variant v, int M, const Set& S, Bufs& b, cudaStream_t s, Stamps st, int layer) {
   const dim3 gu(kN / 16, M * kTopk), gd(kK / 16, M);
   const UpVariant& u = kVariantsTable[v];
   if (disabled[v]) return;
-  const cudaError_t e = launch_smem(u.kernel, gu, dim3(256), 0, s, (const float*)S.logits,
+  const cudaError_t e = try_launch(u.kernel, gu, dim3(256), s, (const float*)S.logits,
               (const int*)(u.ids ? b.ids : nullptr), u.ids ? (int*)nullptr : b.ids,
               u.ids ? (float*)nullptr : b.wts, (const void*)S.x, (const unsigned char*)S.w13,
               (const float*)S.w13s, (void*)b.act, st, layer);
