@@ -310,18 +310,18 @@ __device__ __forceinline__ void up_block(
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float acc0 = 0.0f, acc8 = 0.0f;  // rows g and g + 8 of column 0 (lanes with q == 0)
   auto chunk = [&](int i, const uint4& ra, const uint4& rb) {
-        const uint4 xv = *reinterpret_cast<const uint4*>(px + i * 64);
-        decode_detail::mma_chunk<WFP8, ACT>(c, ra, rb, xv);
-        if constexpr (WFP8) {
-          if ((i + 1) % kUnit == 0) {  // a BK block done: scale its sum
-            const int kb = (wk * kWarpBytes + i * 64) / BK;
-            const float s = __ldg(ws_row + kb) * s_xs[kb];
-            acc0 = fmaf(c[0], s, acc0);
-            acc8 = fmaf(c[2], s, acc8);
-            c[0] = c[1] = c[2] = c[3] = 0.0f;
-          }
-        }
-      };
+    const uint4 xv = *reinterpret_cast<const uint4*>(px + i * 64);
+    decode_detail::mma_chunk<WFP8, ACT>(c, ra, rb, xv);
+    if constexpr (WFP8) {
+      if ((i + 1) % kUnit == 0) {  // a BK block done: scale its sum
+        const int kb = (wk * kWarpBytes + i * 64) / BK;
+        const float s = __ldg(ws_row + kb) * s_xs[kb];
+        acc0 = fmaf(c[0], s, acc0);
+        acc8 = fmaf(c[2], s, acc8);
+        c[0] = c[1] = c[2] = c[3] = 0.0f;
+      }
+    }
+  };
   decode_detail::stream_chunks<kBatch, kChunks>(pa, pb, 0, chunk);
   if constexpr (!WFP8) {
     acc0 = c[0];
@@ -349,7 +349,6 @@ __device__ __forceinline__ void up_block(
     decode_detail::store_act<ACT>(act, slot * N + col * 16 + i, act::silu_mul(gate, up));
   }
 }
-
 
 template <int ACT, bool WFP8, int K, int N, int TOPK, int BN, int BK,
           bool ROUTE, int E_GLOBAL, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
@@ -383,7 +382,8 @@ __device__ __forceinline__ void down_block(
   // Routing and weights are not moe_decode_up's outputs, and moe_decode_up waited for the kernel
   // before it (so the router logits are complete) before it let this grid start: route and load
   // the w2 rows now, while moe_decode_up still streams w13 (the one exception to the wait-first
-  // rule of common/pdl.cuh, noted there). Nothing is written before the wait.
+  // rule of common/pdl.cuh, noted there). Nothing is written before the wait (mark is a no-op in
+  // moe_decode_down; a probe's stamps before it go to a buffer of its own).
   if (warp == 0) {
     int ids[TOPK];
     float w[TOPK];
@@ -476,8 +476,6 @@ __device__ __forceinline__ void down_block(
     decode_detail::store_act<ACT>(out, t * K + h0 + threadIdx.x, sum);
   }
 }
-
-
 }  // namespace decode_detail
 
 // The two launches (src/moe/decode.cpp launch_decode): moe_decode_up, grid (N / 16, M * TOPK),
