@@ -16,17 +16,8 @@
 #include <cstring>
 #include <vector>
 
+#include "graph_timing.cuh"
 #include "moe_decode.cuh"
-
-#define CK(x)                                                                      \
-  do {                                                                             \
-    cudaError_t e_ = (x);                                                          \
-    if (e_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,               \
-                   cudaGetErrorString(e_));                                        \
-      std::exit(1);                                                                \
-    }                                                                              \
-  } while (0)
 
 namespace {
 using namespace moetune;
@@ -200,35 +191,16 @@ void time_variant(Variant v, int M, bool cold, Bufs& b, cudaStream_t s, FILE* lo
   if (disabled[v]) return;
   constexpr int R = 64, kReplays = 30;
   // The ids variant reads the routing of the routed run: fill b.ids first (set 0 routing).
-  cudaGraph_t g;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < R; ++i)
-    enqueue(v, M, b.sets[cold ? i % kSets : 0], b, s, Stamps{}, i);
-  CK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t ge;
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  for (int w = 0; w < 3; ++w) CK(cudaGraphLaunch(ge, s));
-  std::vector<double> us;
-  for (int r = 0; r < kReplays; ++r) {
-    CK(cudaEventRecord(e0, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(e1, s));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    us.push_back(ms * 1e3 / R);
-  }
-  std::sort(us.begin(), us.end());
+  cudaGraphExec_t ge = capture_graph(s, [&](cudaStream_t st) {
+    for (int i = 0; i < R; ++i) enqueue(v, M, b.sets[cold ? i % kSets : 0], b, st, Stamps{}, i);
+  });
+  const std::vector<double> us = replay_us(ge, s, R, kReplays);
   std::printf("%-16s M=%d %s  median %7.2f us  min %7.2f  max %7.2f\n", kNames(v), M,
               cold ? "cold" : "hot ", us[us.size() / 2], us.front(), us.back());
   std::fprintf(log, "time %s M=%d %s", kNames(v), M, cold ? "cold" : "hot");
   for (double u : us) std::fprintf(log, " %.3f", u);
   std::fprintf(log, "\n");
   CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
 }
 
 // One graph of R cold layers with stamps; per layer (relative to its first block's post-wait
@@ -242,12 +214,9 @@ void timeline(Variant v, int M, bool cold, Bufs& b, cudaStream_t s, FILE* log) {
   CK(cudaMalloc(&d, sizeof(unsigned long long) * R * nb * kPoints));
   CK(cudaMemset(d, 0, sizeof(unsigned long long) * R * nb * kPoints));
   Stamps st{d, nb};
-  cudaGraph_t g;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < R; ++i) enqueue(v, M, b.sets[cold ? i % kSets : 0], b, s, st, i);
-  CK(cudaStreamEndCapture(s, &g));
-  cudaGraphExec_t ge;
-  CK(cudaGraphInstantiate(&ge, g, 0));
+  cudaGraphExec_t ge = capture_graph(s, [&](cudaStream_t stream) {
+    for (int i = 0; i < R; ++i) enqueue(v, M, b.sets[cold ? i % kSets : 0], b, stream, st, i);
+  });
   for (int w = 0; w < 3; ++w) CK(cudaGraphLaunch(ge, s));
   CK(cudaStreamSynchronize(s));
   std::vector<unsigned long long> h(static_cast<size_t>(R) * nb * kPoints);
@@ -300,7 +269,6 @@ void timeline(Variant v, int M, bool cold, Bufs& b, cudaStream_t s, FILE* log) {
       std::fprintf(log, "\n");
     }
   CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
   CK(cudaFree(d));
 }
 

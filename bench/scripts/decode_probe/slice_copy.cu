@@ -15,14 +15,7 @@
 #include <random>
 #include <vector>
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
+#include "graph_timing.cuh"
 
 namespace {
 constexpr long long kExpertBytes = 2LL * 256 * 3072;  // w13 of one expert, e4m3
@@ -93,35 +86,17 @@ int main() {
     const int share = v.share > 0 ? v.share : static_cast<int>(total / v.blocks);
     CK(cudaFuncSetAttribute(copy_slices, cudaFuncAttributeMaxDynamicSharedMemorySize, share));
     for (bool cold : {true, false}) {
-      cudaGraph_t g;
-      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-      for (int i = 0; i < R; ++i)
-        copy_slices<<<v.blocks, 256, share, s>>>(sets[cold ? i % kSets : 0], ex[cold ? i : 0],
-                                                 share, v.contiguous, sink);
-      CK(cudaStreamEndCapture(s, &g));
-      cudaGraphExec_t ge;
-      CK(cudaGraphInstantiate(&ge, g, 0));
-      cudaEvent_t a, b;
-      CK(cudaEventCreate(&a));
-      CK(cudaEventCreate(&b));
-      for (int w = 0; w < 3; ++w) CK(cudaGraphLaunch(ge, s));
-      std::vector<double> us;
-      for (int r = 0; r < 20; ++r) {
-        CK(cudaEventRecord(a, s));
-        CK(cudaGraphLaunch(ge, s));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        us.push_back(ms * 1e3 / R);
-      }
-      std::sort(us.begin(), us.end());
+      cudaGraphExec_t ge = capture_graph(s, [&](cudaStream_t st) {
+        for (int i = 0; i < R; ++i)
+          copy_slices<<<v.blocks, 256, share, st>>>(sets[cold ? i % kSets : 0], ex[cold ? i : 0],
+                                                    share, v.contiguous, sink);
+      });
+      const std::vector<double> us = replay_us(ge, s, R, 20);
       const double med = us[us.size() / 2];
       std::printf("%-28s %s  %7.2f us per launch (min %.2f max %.2f)  %.2f TB/s\n", v.name,
                   cold ? "cold" : "hot ", med, us.front(), us.back(),
                   static_cast<double>(share) * v.blocks / med * 1e-6);
       CK(cudaGraphExecDestroy(ge));
-      CK(cudaGraphDestroy(g));
     }
   }
   return 0;
