@@ -278,6 +278,13 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     sw.num_stages = down ? 2 : 3;
     sw.SPLIT_K = 1;
     sw.SWAP_AB = 1;
+    // Down from 4 token slots per expert (M = 128, 256 on the anchors): GROUP_SIZE_M 32 (32
+    // experts' M-blocks sweep each N-tile together instead of one expert's N-tiles in a row).
+    // What `moetune tune` picked on one H200 (bench/results/2026-12-01_h200_eleventh_session.md,
+    // call 5), GEMM2 alone against g1, same run: DeepSeek-V3 TP8 M = 128, 256 -2.6%, -5.3%
+    // (g32 won both), Qwen3.5 TP4 -1.1%, -1.2% (g64 won, g32 next); at M = 32, 64 every group
+    // size was within 0.5% of g1, so below spe 4 g1 stays.
+    if (down && spe >= 4.0) sw.GROUP_SIZE_M = 32;
     if (!down) {
       const double tiles = active_experts * std::ceil(slots_per_active / sw.BLOCK_SIZE_M) *
                            std::ceil(static_cast<double>(cols) / sw.BLOCK_SIZE_N);

@@ -93,9 +93,10 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   const KernelConfig swap_up{16, 128, 128, 1, 4, 3, 1, 1}, swap_down{16, 128, 128, 1, 4, 2, 1, 1};
   for (const MoeShape* s : {&kQwenBf16, &kQwenFp8, &kDsv3Fp8}) {
     const bool fp8 = s->dtype == Dtype::fp8_w8a8;  // block fp8: swap-AB at every M here
-    for (int M : {16, 31, 32, 63, 64, 256}) {
+    for (int M : {16, 31, 32, 63, 64, 127, 128, 256}) {
       const KernelConfig up = fp8 ? swap_up : KernelConfig{16, 64, 128, 1, 4, 4, 1};
-      const KernelConfig down = fp8 ? swap_down : KernelConfig{16, 64, 64, 1, 4, 3, 1};
+      KernelConfig down = fp8 ? swap_down : KernelConfig{16, 64, 64, 1, 4, 3, 1};
+      if (fp8 && M >= 128) down.GROUP_SIZE_M = 32;  // from 4 slots per expert (M * 8 / 256)
       EXPECT_EQ(up_at(*s, M), up) << M;
       EXPECT_EQ(down_at(*s, M), down) << M;
     }
