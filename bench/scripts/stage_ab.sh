@@ -1,0 +1,51 @@
+#!/bin/bash
+# Device call (carry .devbin): correctness, then a layer A/B of builds and environment settings.
+#   1. gpu_test_gemm_mma (GEMM_FILTER, default all), gpu_test_moe_stages and _pdl where .devbin
+#      has them;
+#   2. `moetune check` at CHECK_BATCH (default 8,64,257) on the anchors, fp8_block and bf16;
+#   3. `moetune bench` of every side in SIDES at BENCH_BATCH on each of BENCH_MODELS
+#      (';'-separated), interleaved RUNS times. A side is NAME or NAME@VAR=VALUE: NAME `new` is
+#      .devbin/moetune, any other .devbin/NAME/moetune; VAR=VALUE is set for that run only.
+# Everything lands in $OUT/ab_call.tgz; a summary is printed last.
+set -uo pipefail
+res=/tmp/ab_call; rm -rf "$res"; mkdir -p "$res" "${OUT:=$PWD/ab_out}"
+export MOETUNE_CACHE_DIR=/tmp/moetune_ab_cache
+{ date -u; cat .devbin/commit.txt; nvidia-smi -L; } >"$res/env.txt"
+step() {  # step NAME SECONDS command...
+  local name=$1 secs=$2; shift 2
+  local t0; t0=$(date +%s)
+  timeout -k 5 "$secs" "$@" >"$res/$name.txt" 2>&1
+  echo "$name: exit $? in $(( $(date +%s) - t0 )) s" | tee -a "$res/summary.txt"
+}
+[ -x .devbin/gpu_test_gemm_mma ] &&
+  step gemm_mma 300 .devbin/gpu_test_gemm_mma --gtest_color=no --gtest_filter="${GEMM_FILTER:-*}"
+for t in gpu_test_moe_stages gpu_test_moe_pdl; do
+  [ -x ".devbin/$t" ] && step "$t" 150 ".devbin/$t" --gtest_color=no
+done
+[ "${CHECK_BATCH:-8,64,257}" != none ] &&
+  step check "${CHECK_S:-240}" .devbin/moetune check --batch "${CHECK_BATCH:-8,64,257}" \
+    --configs 2 --variants bf16,fp8_block
+IFS=';' read -ra models <<<"${BENCH_MODELS:---model qwen3.5-122b-a10b-fp8 --tp 4}"
+i=0
+for model in "${models[@]}"; do
+  for run in $(seq "${RUNS:-2}"); do
+    for side in ${SIDES:-prev new}; do
+      name=${side%%@*}; var=; [ "$side" != "$name" ] && var=${side#*@}
+      bin=.devbin/$name/moetune; [ "$name" = new ] && bin=.devbin/moetune
+      tag=$(echo "$side" | tr '@=' '__')
+      # shellcheck disable=SC2086
+      step "bench_${i}_${tag}_$run" 90 env $var "$bin" bench $model --batch "${BENCH_BATCH:-8,64}"
+    done
+  done
+  i=$((i + 1))
+done
+tar -czf "$OUT/ab_call.tgz" -C "$res" .
+cat "$res/env.txt"
+grep -hE "^\[  (FAILED|PASSED) |Failure" "$res"/gemm_mma.txt "$res"/gpu_test_*.txt 2>/dev/null | head -20
+if [ -f "$res/check.txt" ]; then
+  echo "check: ok $(grep -c '^ok' "$res/check.txt"), not ok:"; grep -vE "^ok " "$res/check.txt" | tail -n 6
+fi
+for f in "$res"/bench_*.txt; do
+  echo "=== $(basename "$f" .txt)"; grep -E "^ +[0-9]+ +[0-9.]+ +\[" "$f" | awk '{print $1, $2, $6}'
+done
+cat "$res/summary.txt"
