@@ -8,15 +8,8 @@
 #      .devbin/moetune, any other .devbin/NAME/moetune; VAR=VALUE is set for that run only.
 # Everything lands in $OUT/ab_call.tgz; a summary is printed last.
 set -uo pipefail
-res=/tmp/ab_call; rm -rf "$res"; mkdir -p "$res" "${OUT:=$PWD/ab_out}"
-export MOETUNE_CACHE_DIR=/tmp/moetune_ab_cache
-{ date -u; cat .devbin/commit.txt; nvidia-smi -L; } >"$res/env.txt"
-step() {  # step NAME SECONDS command...
-  local name=$1 secs=$2; shift 2
-  local t0; t0=$(date +%s)
-  timeout -k 5 "$secs" "$@" >"$res/$name.txt" 2>&1
-  echo "$name: exit $? in $(( $(date +%s) - t0 )) s" | tee -a "$res/summary.txt"
-}
+. bench/scripts/device_call_lib.sh
+call_setup ab_call
 [ -x .devbin/gpu_test_gemm_mma ] &&
   step gemm_mma 300 .devbin/gpu_test_gemm_mma --gtest_color=no --gtest_filter="${GEMM_FILTER:-*}"
 for t in gpu_test_moe_stages gpu_test_moe_pdl; do
@@ -46,6 +39,7 @@ if [ -f "$res/check.txt" ]; then
   echo "check: ok $(grep -c '^ok' "$res/check.txt"), not ok:"; grep -vE "^ok " "$res/check.txt" | tail -n 6
 fi
 for f in "$res"/bench_*.txt; do
+  [ -f "$f" ] || continue
   echo "=== $(basename "$f" .txt)"; grep -E "^ +[0-9]+ +[0-9.]+ +\[" "$f" | awk '{print $1, $2, $6}'
 done
 cat "$res/summary.txt"

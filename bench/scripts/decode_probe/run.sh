@@ -9,15 +9,8 @@
 #   nvcc -std=c++17 -O3 -I kernels -gencode arch=compute_90a,code=sm_90a \
 #     -o .devbin/decode_probe bench/scripts/decode_probe/decode_probe.cu
 set -uo pipefail
-res=/tmp/probe_call; rm -rf "$res"; mkdir -p "$res" "${OUT:=$PWD/decode_probe_out}"
-export MOETUNE_CACHE_DIR=/tmp/moetune_probe_cache
-{ date -u; cat .devbin/commit.txt; nvidia-smi -L; } >"$res/env.txt"
-step() {  # step NAME SECONDS command...
-  local name=$1 secs=$2; shift 2
-  local t0; t0=$(date +%s)
-  timeout -k 5 "$secs" "$@" >"$res/$name.txt" 2>&1
-  echo "$name: exit $? in $(( $(date +%s) - t0 )) s" | tee -a "$res/summary.txt"
-}
+. bench/scripts/device_call_lib.sh
+call_setup probe_call
 for t in gpu_test_moe_decode gpu_test_moe_stages gpu_test_moe_pdl; do
   [ -x ".devbin/$t" ] && step "$t" 150 ".devbin/$t" --gtest_color=no
 done
