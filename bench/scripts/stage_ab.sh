@@ -1,14 +1,16 @@
 #!/bin/bash
-# Device call (carry .devbin): correctness, then a layer A/B of builds and environment settings.
+# Device call (carry .devbin; run from the repository root): correctness, then a layer A/B of
+# builds and environment settings.
 #   1. gpu_test_gemm_mma (GEMM_FILTER, default all), gpu_test_moe_stages and _pdl where .devbin
 #      has them;
-#   2. `moetune check` at CHECK_BATCH (default 8,64,257) on the anchors, fp8_block and bf16;
+#   2. `moetune check` at CHECK_BATCH (default 8,64,257; `none` skips it) on the anchors,
+#      fp8_block and bf16;
 #   3. `moetune bench` of every side in SIDES at BENCH_BATCH on each of BENCH_MODELS
 #      (';'-separated), interleaved RUNS times. A side is NAME or NAME@VAR=VALUE: NAME `new` is
 #      .devbin/moetune, any other .devbin/NAME/moetune; VAR=VALUE is set for that run only.
 # Everything lands in $OUT/ab_call.tgz; a summary is printed last.
 set -uo pipefail
-. bench/scripts/device_call_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
 call_setup ab_call
 [ -x .devbin/gpu_test_gemm_mma ] &&
   step gemm_mma 300 .devbin/gpu_test_gemm_mma --gtest_color=no --gtest_filter="${GEMM_FILTER:-*}"

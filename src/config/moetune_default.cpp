@@ -107,7 +107,8 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
   const int k128_bytes = 128 / bytes;  // 64 for bf16/fp16, 128 for fp8
   KernelConfig c;
   if (spe <= 8) {
-    // Decode (M = 1..256 measured): BLOCK_SIZE_M 16, GROUP_SIZE_M 1, 4 warps, both GEMMs. Every
+    // Decode (M = 1..256 measured): BLOCK_SIZE_M 16, GROUP_SIZE_M 1, 4 warps, both GEMMs (block
+    // fp8's swap-AB GEMM2 takes g32 from 4 slots per expert, below). Every
     // winner of every shape at M <= 256 is m16 g1; m32 lost everywhere (up +5..+24%, down
     // +15..+75%), and so did BLOCK_SIZE_N 128 for down (+5..+92%, at k128 s4 in that data; the
     // block-fp8 n128 k64 s3 rule below came later from a layer A/B).
@@ -280,10 +281,12 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     sw.SWAP_AB = 1;
     // Down from 4 token slots per expert (M = 128, 256 on the anchors): GROUP_SIZE_M 32 (32
     // experts' M-blocks sweep each N-tile together instead of one expert's N-tiles in a row).
-    // What `moetune tune` picked on one H200 (bench/results/2026-12-01_h200_eleventh_session.md,
-    // call 5), GEMM2 alone against g1, same run: DeepSeek-V3 TP8 M = 128, 256 -2.6%, -5.3%
-    // (g32 won both), Qwen3.5 TP4 -1.1%, -1.2% (g64 won, g32 next); at M = 32, 64 every group
-    // size was within 0.5% of g1, so below spe 4 g1 stays.
+    // Measured on one H200, on these two shapes only (bench/results/
+    // 2026-12-01_h200_eleventh_session.md, call 5: `moetune tune`, GEMM2 alone against g1 in the
+    // same run): DeepSeek-V3 TP8 M = 128, 256 -2.6%, -5.3% (its pick), Qwen3.5 TP4 -1.1%, -1.2%
+    // (it picked g64, g32 next). Below spe 4 the gain is at most 0.5% (DeepSeek-V3 picked g32 at
+    // M = 32, 64 by 0.5%; Qwen3.5 kept g1), within a run's spread: g1 stays there. Layer A/B
+    // (call 6): M = 128, 256 -0.5%, -1.6% (DeepSeek-V3), -0.35%, -0.3% (Qwen3.5).
     if (down && spe >= 4.0) sw.GROUP_SIZE_M = 32;
     if (!down) {
       const double tiles = active_experts * std::ceil(slots_per_active / sw.BLOCK_SIZE_M) *

@@ -9,7 +9,7 @@
 #   nvcc -std=c++17 -O3 -I kernels -gencode arch=compute_90a,code=sm_90a \
 #     -o .devbin/decode_probe bench/scripts/decode_probe/decode_probe.cu
 set -uo pipefail
-. bench/scripts/device_call_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../device_call_lib.sh" || exit 1
 call_setup probe_call
 for t in gpu_test_moe_decode gpu_test_moe_stages gpu_test_moe_pdl; do
   [ -x ".devbin/$t" ] && step "$t" 150 ".devbin/$t" --gtest_color=no
