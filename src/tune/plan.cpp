@@ -42,8 +42,10 @@ KernelConfig default_config(const TuneOptions& o, int M, Stage stage) {
 KernelConfig down_baseline_for(const TuneOptions& o, int M, int block_m) {
   KernelConfig c = default_config(o, M, Stage::down);
   c.BLOCK_SIZE_M = block_m;
-  if (c.SWAP_AB == 1 && !validation_reason(c, o.shape, o.gpu, M, Stage::down).empty())
+  if (c.SWAP_AB == 1 && !validation_reason(c, o.shape, o.gpu, M, Stage::down).empty()) {
     c.SWAP_AB = 0;
+    c.GROUP_SIZE_M = 1;  // the decode tiles' order: the swap-AB rule's GROUP_SIZE_M 32 goes too
+  }
   return c;
 }
 

@@ -172,6 +172,14 @@ TEST(Prune, DownBaselineAtAnotherBlockMStaysRunnable) {
   EXPECT_EQ(validation_reason(p.default_config, o.shape, o.gpu, 64, Stage::down), "");
   EXPECT_EQ(down_baseline_for(o, 64, 64), p.default_config);
   EXPECT_EQ(down_baseline_for(o, 64, 32).SWAP_AB, 1);  // 32 rows: still swap-AB
+  // From 4 slots per expert the swap-AB default sweeps with GROUP_SIZE_M 32; unswapped, it is
+  // the decode tiles' GROUP_SIZE_M 1 again.
+  const TuneOptions o256 = options(qwen_tp4(true), "H200", {256});
+  ASSERT_EQ(default_config(o256, 256, Stage::down).GROUP_SIZE_M, 32);
+  EXPECT_EQ(down_baseline_for(o256, 256, 32).GROUP_SIZE_M, 32);
+  const KernelConfig m64 = down_baseline_for(o256, 256, 64);
+  EXPECT_EQ(m64.SWAP_AB, 0);
+  EXPECT_EQ(m64.GROUP_SIZE_M, 1);
 }
 
 TEST(Prune, ExhaustiveKeepsEveryValidConfig) {
