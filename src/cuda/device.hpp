@@ -60,6 +60,16 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
+// A new buffer in the current context holding `host`, uploaded synchronously; an empty vector
+// gives an empty buffer (no allocation).
+template <class T>
+DeviceBuffer to_device(const std::vector<T>& host) {
+  if (host.empty()) return {};
+  DeviceBuffer b(host.size() * sizeof(T));
+  b.upload(host);
+  return b;
+}
+
 // Page-locked host memory (fast, async copies).
 class PinnedBuffer {
  public:

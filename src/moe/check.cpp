@@ -141,13 +141,6 @@ struct DeviceWeights {
   }
 };
 
-template <typename T>
-cuda::DeviceBuffer upload(const std::vector<T>& v) {
-  if (v.empty()) return {};
-  cuda::DeviceBuffer b(v.size() * sizeof(T));
-  b.upload(v.data(), v.size() * sizeof(T));
-  return b;
-}
 
 std::string config_text(const KernelConfig& up, const KernelConfig& down) {
   return fmt::format("up {} down {}", to_json(up).dump(), to_json(down).dump());
@@ -275,20 +268,20 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
     const HostWeights hview = hw.view(s);
     DeviceWeights dw;
     if (is_fp8(s)) {
-      dw.w13 = upload(hw.w13_8);
-      dw.w2 = upload(hw.w2_8);
-      dw.w13_scale = upload(hw.w13_scale);
-      dw.w2_scale = upload(hw.w2_scale);
+      dw.w13 = cuda::to_device(hw.w13_8);
+      dw.w2 = cuda::to_device(hw.w2_8);
+      dw.w13_scale = cuda::to_device(hw.w13_scale);
+      dw.w2_scale = cuda::to_device(hw.w2_scale);
     } else {
-      dw.w13 = upload(hw.w13_16);
-      dw.w2 = upload(hw.w2_16);
+      dw.w13 = cuda::to_device(hw.w13_16);
+      dw.w2 = cuda::to_device(hw.w2_16);
     }
     std::vector<float> bias;
     if (s.routing.correction_bias) {
       Rng r{case_seed + 5};
       bias.resize(s.E_global);
       for (auto& b : bias) b = static_cast<float>((r.uniform() - 0.5) * 0.2);
-      dw.bias = upload(bias);
+      dw.bias = cuda::to_device(bias);
     }
 
     for (const std::int64_t M : opts.batch) {
@@ -343,7 +336,7 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           for (std::int64_t i = lo; i < hi; ++i) hidden[i] = double_to_half_bits(act, rr.normal());
         });
         for (auto& l : logits) l = static_cast<float>(r.normal() * 2.0);
-        cuda::DeviceBuffer d_hidden = upload(hidden), d_logits = upload(logits);
+        cuda::DeviceBuffer d_hidden = cuda::to_device(hidden), d_logits = cuda::to_device(logits);
         cuda::DeviceBuffer ws(std::max<std::size_t>(L.total, 256));
         cuda::DeviceBuffer d_out(std::size_t(M) * s.K * 2);
         // Poison every output and the whole workspace: the call's alignment (or routing+align)

@@ -40,13 +40,6 @@ std::vector<T> random_vector(std::size_t n, std::uint64_t seed, F f) {
   return v;
 }
 
-template <typename T>
-cuda::DeviceBuffer to_device(const std::vector<T>& v) {
-  if (v.empty()) return {};
-  cuda::DeviceBuffer b(v.size() * sizeof(T));
-  b.upload(v.data(), v.size() * sizeof(T));
-  return b;
-}
 
 double active_experts(const MoeShape& s, std::int64_t M) {
   return s.E * (1.0 - std::pow(1.0 - double(s.topk) / s.E_global, double(M)));
@@ -63,8 +56,8 @@ void make_bench_weights(const FusedMoe& moe, std::uint64_t seed, BenchData& d) {
       const auto b = static_cast<std::uint8_t>(r.next());
       return static_cast<std::uint8_t>((b & 0x80) | (b & 0x47));
     };
-    d.w13 = to_device(random_vector<std::uint8_t>(n13, seed + 1, code));
-    d.w2 = to_device(random_vector<std::uint8_t>(n2, seed + 2, code));
+    d.w13 = cuda::to_device(random_vector<std::uint8_t>(n13, seed + 1, code));
+    d.w2 = cuda::to_device(random_vector<std::uint8_t>(n2, seed + 2, code));
     std::size_t s13 = s.E, s2 = s.E;
     if (s.block_shape) {
       const int bn = (*s.block_shape)[0], bk = (*s.block_shape)[1];
@@ -72,23 +65,23 @@ void make_bench_weights(const FusedMoe& moe, std::uint64_t seed, BenchData& d) {
       s2 = std::size_t(s.E) * (s.K / bn) * (s.N / bk);
     }
     const double a = 1.0 / std::sqrt(double(s.K)), b = 1.0 / std::sqrt(double(s.N));
-    d.w13_scale = to_device(random_vector<float>(s13, seed + 3, [a](Rng& r) {
+    d.w13_scale = cuda::to_device(random_vector<float>(s13, seed + 3, [a](Rng& r) {
       return static_cast<float>(a * (0.5 + r.uniform()));
     }));
-    d.w2_scale = to_device(random_vector<float>(s2, seed + 4, [b](Rng& r) {
+    d.w2_scale = cuda::to_device(random_vector<float>(s2, seed + 4, [b](Rng& r) {
       return static_cast<float>(b * (0.5 + r.uniform()));
     }));
   } else {
     const double a = 1.7 / std::sqrt(double(s.K)), b = 1.7 / std::sqrt(double(s.N));
-    d.w13 = to_device(random_vector<std::uint16_t>(n13, seed + 1, [&](Rng& r) {
+    d.w13 = cuda::to_device(random_vector<std::uint16_t>(n13, seed + 1, [&](Rng& r) {
       return double_to_half_bits(act, (2 * r.uniform() - 1) * a);
     }));
-    d.w2 = to_device(random_vector<std::uint16_t>(n2, seed + 2, [&](Rng& r) {
+    d.w2 = cuda::to_device(random_vector<std::uint16_t>(n2, seed + 2, [&](Rng& r) {
       return double_to_half_bits(act, (2 * r.uniform() - 1) * b);
     }));
   }
   if (s.routing.correction_bias)
-    d.bias = to_device(random_vector<float>(s.E_global, seed + 5, [](Rng& r) {
+    d.bias = cuda::to_device(random_vector<float>(s.E_global, seed + 5, [](Rng& r) {
       return static_cast<float>((r.uniform() - 0.5) * 1e-4);  // tiny: routing stays uniform
     }));
   d.weights.w13 = reinterpret_cast<const void*>(d.w13.ptr());
@@ -111,11 +104,11 @@ void make_bench_sets(const FusedMoe& moe, std::int64_t M, int rotation, std::siz
   const int n = std::max(1, std::min(rotation, fit));
   for (int i = 0; i < n; ++i) {
     BenchSet set;
-    set.hidden = to_device(random_vector<std::uint16_t>(std::size_t(M) * s.K, seed + 100 + i,
+    set.hidden = cuda::to_device(random_vector<std::uint16_t>(std::size_t(M) * s.K, seed + 100 + i,
                                                         [&](Rng& r) {
       return double_to_half_bits(act, 2 * r.uniform() - 1);
     }));
-    set.logits = to_device(random_vector<float>(std::size_t(M) * s.E_global, seed + 200 + i,
+    set.logits = cuda::to_device(random_vector<float>(std::size_t(M) * s.E_global, seed + 200 + i,
                                                 [](Rng& r) {
       return static_cast<float>(4 * r.uniform() - 2);
     }));
