@@ -141,7 +141,6 @@ struct DeviceWeights {
   }
 };
 
-
 std::string config_text(const KernelConfig& up, const KernelConfig& down) {
   return fmt::format("up {} down {}", to_json(up).dump(), to_json(down).dump());
 }

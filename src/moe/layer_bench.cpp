@@ -40,7 +40,6 @@ std::vector<T> random_vector(std::size_t n, std::uint64_t seed, F f) {
   return v;
 }
 
-
 double active_experts(const MoeShape& s, std::int64_t M) {
   return s.E * (1.0 - std::pow(1.0 - double(s.topk) / s.E_global, double(M)));
 }
@@ -105,11 +104,11 @@ void make_bench_sets(const FusedMoe& moe, std::int64_t M, int rotation, std::siz
   for (int i = 0; i < n; ++i) {
     BenchSet set;
     set.hidden = cuda::to_device(random_vector<std::uint16_t>(std::size_t(M) * s.K, seed + 100 + i,
-                                                        [&](Rng& r) {
+                                                              [&](Rng& r) {
       return double_to_half_bits(act, 2 * r.uniform() - 1);
     }));
     set.logits = cuda::to_device(random_vector<float>(std::size_t(M) * s.E_global, seed + 200 + i,
-                                                [](Rng& r) {
+                                                      [](Rng& r) {
       return static_cast<float>(4 * r.uniform() - 2);
     }));
     set.workspace = cuda::DeviceBuffer(std::max<std::size_t>(d.workspace_bytes, 256));
