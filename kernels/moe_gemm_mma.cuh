@@ -26,6 +26,8 @@
 //                memsets them unless the caller keeps them zero; the last arriving block resets
 //                its counter), padded to 256 bytes, then
 //                fp32 partial tiles [gridDim.x][SPLIT_K][BLOCK_SIZE_M*BLOCK_SIZE_N].
+//   out_scale    fp32 [M*TOPK, N/SCALE_BLOCK_K]: the activation scales that the wgmma kernel's
+//                block-fp8 FUSED_ACT writes beside its e4m3 out; never used here (same signature).
 //
 // Grid: gridDim.x = (M-blocks bound) x N_TILES (N_TILES = ceil(N_OUT / BLOCK_SIZE_N)), walked in
 // GROUP_SIZE_M order: GROUP_SIZE_M consecutive M-blocks (usually one expert) sweep an N-tile
@@ -84,8 +86,9 @@ __global__ void __launch_bounds__(num_warps * 32)
                  void* __restrict__ out, const float* __restrict__ topk_weights,
                  const int* __restrict__ sorted_token_ids, const int* __restrict__ expert_ids,
                  const int* __restrict__ num_tokens_post_padded, long long M,
-                 void* __restrict__ workspace) {
+                 void* __restrict__ workspace, float* __restrict__ out_scale) {
   using namespace tile_math;
+  (void)out_scale;
   constexpr bool kUp = STAGE == kStageUp;
   constexpr bool kFp8 = DTYPE == kDtypeFp8Block || DTYPE == kDtypeFp8Tensor;
   constexpr bool kBlockScale = DTYPE == kDtypeFp8Block;
@@ -118,7 +121,7 @@ __global__ void __launch_bounds__(num_warps * 32)
   constexpr int kHalfW = kWarpTileN / 2;                 // fused: intermediate columns per warp
 
   static_assert(FUSED_ACT == 0 || FUSED_ACT == 1, "FUSED_ACT must be 0 or 1");
-  static_assert(!kAct || gemm_act_violation(kUp, kFp8, N, kWarpTileN) == nullptr,
+  static_assert(!kAct || gemm_act_violation(kUp, DTYPE, N, kWarpTileN) == nullptr,
                 "FUSED_ACT: up stage, bf16/fp16, N % 8 == 0, warp slice / 2 a multiple of 8 "
                 "(see tile_math::gemm_act_violation's reason on the host)");
   static_assert(tile_rule_violation(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps,

@@ -26,7 +26,13 @@
 // kernels/moe_gemm_mma.cuh with the warpgroup's WN columns as the slice: its B tile rows
 // [0, WN/2) load the gate rows and [WN/2, WN) the up rows of the same WN/2 intermediate columns,
 // so n8 chunk j < NT/2 and j + NT/2 of a thread hold gate and up of the same columns. The staged
-// output rows are BLOCK_SIZE_N/2 columns wide.
+// output rows are BLOCK_SIZE_N/2 columns wide. Block fp8 (swap-AB only) also quantizes the
+// activation as kernels/silu_mul_quant.cuh does, from the fp32 accumulators (act::silu_mul_fast:
+// the IEEE division cost this epilogue 5 µs) rounded once to bf16: the tile (BLOCK_SIZE_N/2
+// columns, whole SCALE_BLOCK_K groups) is staged in shared memory, one warp per (token row,
+// group) takes its amax, and out gets e4m3 [M*TOPK, N] with out_scale [M*TOPK, N/SCALE_BLOCK_K]
+// fp32 beside it (GEMM2's a and a_scale): the activation stage and the [M*TOPK, 2N] round trip
+// disappear.
 //
 // SWAP_AB = 1 (decode, BLOCK_SIZE_M 16 or 32): the weight tile is wgmma's A and the tile's token
 // rows its B, m64 x BLOCK_SIZE_M x k per slice: each of the num_warps / 4 warpgroups owns
@@ -42,6 +48,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "common/act.cuh"
 #include "common/mbarrier.cuh"
@@ -66,7 +73,7 @@ template <int STAGE,          // tile_math::kStageUp (w13) or kStageDown (w2, ti
           int num_warps,      // warps per block
           int num_stages,     // cp.async ring depth (num_stages - 1 K-tiles in flight)
           int SPLIT_K,        // blocks sharing one output tile's reduction (gridDim.y)
-          int FUSED_ACT,      // 1: up stage writes silu(gate)·up [M*TOPK, N] (bf16/fp16); else 0
+          int FUSED_ACT,      // 1: up stage writes silu(gate)·up [M*TOPK, N] (block fp8: quantized)
           int SWAP_AB>        // 1: weights as wgmma's A, the tile's tokens as its N (decode)
 __global__ void __launch_bounds__(
     tile_math::gemm_wgmma_block_threads(
@@ -92,7 +99,7 @@ __global__ void __launch_bounds__(
                  void* __restrict__ out, const float* __restrict__ topk_weights,
                  const int* __restrict__ sorted_token_ids, const int* __restrict__ expert_ids,
                  const int* __restrict__ num_tokens_post_padded, long long M,
-                 void* __restrict__ workspace) {
+                 void* __restrict__ workspace, float* __restrict__ out_scale) {
   using namespace tile_math;
   constexpr bool kUp = STAGE == kStageUp;
   constexpr bool kFp8 = DTYPE == kDtypeFp8Block || DTYPE == kDtypeFp8Tensor;
@@ -147,10 +154,13 @@ __global__ void __launch_bounds__(
   constexpr bool kAct = FUSED_ACT != 0;
   constexpr int kOutCols = kAct ? N : N_OUT;             // columns of out
   constexpr int kHalfW = WN / 2;                         // fused: intermediate columns per warpgroup
+  constexpr bool kActQuant = kAct && kBlockScale;        // fused, and quantized per group
 
   static_assert(FUSED_ACT == 0 || FUSED_ACT == 1, "FUSED_ACT must be 0 or 1");
-  static_assert(!kAct || gemm_act_violation(kUp, kFp8, N, WN) == nullptr,
-                "FUSED_ACT: up stage, bf16/fp16, N % 8 == 0, warpgroup slice / 2 a multiple of 8 "
+  static_assert(!kAct || gemm_act_violation(kUp, DTYPE, N, WN, kSwap, BLOCK_SIZE_N,
+                                            SCALE_BLOCK_K) == nullptr,
+                "FUSED_ACT: up stage, N % 8 == 0, warpgroup slice / 2 a multiple of 8; block fp8: "
+                "swap-AB, BLOCK_SIZE_N / 2 a multiple of block_k "
                 "(see tile_math::gemm_act_violation's reason on the host)");
   static_assert(tile_rule_violation(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps,
                                     num_stages, SPLIT_K, kBytes, kBytes, kBlockScale) == nullptr,
@@ -248,19 +258,29 @@ __global__ void __launch_bounds__(
     a_dst[i] = in_tile ? row * kRowBytes + swizzle_chunk(row, chunk, kChunks) * 16 : -1;
     a_chunk[i] = chunk;
   }
-  // The weight tile's rows are consecutive rows of w (no fused gate/up interleave, no N tail):
-  // a thread copies chunk column ltid % 8 of rows ltid / 8 + i * kBRowStep, a fixed source and
-  // shared-memory stride (the swizzle repeats every 8 rows), so two registers hold its whole
-  // copy plan instead of kBIters pointers and offsets (swap-AB GEMM2: 97-120 registers, 4 blocks
-  // per SM).
+  // The weight tile's rows are consecutive rows of w (no N tail): a thread copies chunk column
+  // ltid % 8 of tile rows ltid / 8 + i * kBRowStep, a fixed shared-memory stride (the swizzle
+  // repeats every 8 rows) and a source offset known at compile time for each i, so two registers
+  // hold its whole copy plan instead of kBIters pointers and offsets (swap-AB GEMM2: 97-120
+  // registers, 4 blocks per SM). Fused gate/up: tile row t of warpgroup slice t / WN reads gate
+  // row n_start/2 + (t / WN) * WN/2 + t % (WN/2), or the up row N further for t % WN >= WN/2;
+  // with WN/2 a multiple of kBRowStep that is row0 + b_row_off(i), row0 = ltid / 8.
   constexpr int kBRowStep = kLoaders / kChunks;
-  constexpr bool kBStrided = !kAct && !kNTail && kChunks == 8 && kLoaders % kChunks == 0 &&
-                             kBRowStep % 8 == 0 && (BLOCK_SIZE_N * kChunks) % kLoaders == 0;
+  constexpr bool kBStrided = !kNTail && kChunks == 8 && kLoaders % kChunks == 0 &&
+                             kBRowStep % 8 == 0 && (BLOCK_SIZE_N * kChunks) % kLoaders == 0 &&
+                             (!kAct || kHalfW % kBRowStep == 0);
+  auto b_row_off = [](int i) -> long long {  // source row of tile row i * kBRowStep, less row0
+    const int t = i * kBRowStep;
+    if constexpr (!kAct) return t;
+    return (t % WN < kHalfW ? 0 : N) + (t / WN) * kHalfW + t % kHalfW;
+  };
   const unsigned char* b_src0 = w_bytes;
   int b_dst0 = 0;
   if constexpr (kBStrided) {
     const int row = ltid / kChunks, chunk = ltid % kChunks;
-    b_src0 = w_bytes + ((long long)expert * N_OUT + n_start + row) * (long long)(K_RED * kBytes) +
+    b_src0 = w_bytes +
+             ((long long)expert * N_OUT + (kAct ? n_start / 2 : n_start) + row) *
+                 (long long)(K_RED * kBytes) +
              chunk * 16;
     b_dst0 = kATile + row * kRowBytes + swizzle_chunk(row, chunk, kChunks) * 16;
   }
@@ -304,8 +324,7 @@ __global__ void __launch_bounds__(
 #pragma unroll
       for (int i = 0; i < kBIters; ++i)
         ptx::cp_async_16(base + b_dst0 + i * kBRowStep * kRowBytes,
-                         ok ? b_src0 + k_off + (long long)i * kBRowStep * (K_RED * kBytes)
-                            : w_bytes,
+                         ok ? b_src0 + k_off + b_row_off(i) * (K_RED * kBytes) : w_bytes,
                          ok ? 16 : 0);
     } else {
 #pragma unroll
@@ -399,7 +418,11 @@ __global__ void __launch_bounds__(
     const float* ws_e = w_scale + (long long)expert * (N_OUT / kSBN) * kGroups + g;
 #pragma unroll
     for (int q = 0; q < kWScales; ++q) {
-      const int n = n_start + wg_n0 + q * kColsPerWScale;
+      int n = n_start + wg_n0 + q * kColsPerWScale;
+      if constexpr (kActQuant) {  // swap-AB slice q: gate rows, or (q >= MI/2) the up rows
+        const int r = q * 64;
+        n = (r < kHalfW ? 0 : N) + n_start / 2 + wg_n0 / 2 + r % kHalfW;
+      }
       sc.w[q] = __ldg(ws_e + (long long)(min(n, N_OUT - 1) / kSBN) * kGroups);
     }
   };
@@ -623,6 +646,47 @@ __global__ void __launch_bounds__(
           *reinterpret_cast<const uint4*>(smem + r * kOutRowBytes + c * 16);
     }
   };
+  // Block fp8 fused: the staged bf16 tile quantized per (token row, SCALE_BLOCK_K group), one
+  // warp each, as kernels/silu_mul_quant.cuh: scale = max(amax, 1e-10) / 448, q = e4m3(a / scale)
+  // (satfinite, nearest even); out e4m3 [M*TOPK, N], out_scale [M*TOPK, N / SCALE_BLOCK_K].
+  auto store_quantized = [&] {
+    if constexpr (kActQuant) {
+      constexpr int kTileGroups = kOutTileCols / kSBK;  // groups of a staged row
+      constexpr int kPerLane = kSBK / 32;                // consecutive columns of a lane
+      static_assert(kStaged && kOutTileCols % kSBK == 0 && kPerLane % 4 == 0 && N % kSBK == 0,
+                    "block fp8 fused: the staged tile holds whole groups of 128k columns");
+      for (int item = warp; item < BLOCK_SIZE_M * kTileGroups; item += num_warps) {
+        const int r = item / kTileGroups, g = item % kTileGroups;
+        const int slot = s_slot[r];
+        if (slot < 0) continue;  // warp-uniform
+        const unsigned short* src = reinterpret_cast<const unsigned short*>(
+            smem + r * kOutRowBytes + (g * kSBK + lane * kPerLane) * 2);
+        float v[kPerLane];
+        float m = 0.f;
+#pragma unroll
+        for (int c = 0; c < kPerLane; ++c) {
+          v[c] = __bfloat162float(__ushort_as_bfloat16(src[c]));
+          m = fmaxf(m, fabsf(v[c]));
+        }
+        m = act::warp_max(m);
+        const float sc = fmaxf(m, 1e-10f) / 448.0f;
+        const int col = out_n0 + g * kSBK + lane * kPerLane;  // first intermediate column
+        unsigned* dst = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(out) +
+                                                    (long long)slot * N + col);
+#pragma unroll
+        for (int c = 0; c < kPerLane; c += 4) {
+          unsigned word = 0;
+#pragma unroll
+          for (int b = 0; b < 4; ++b)
+            word |= static_cast<unsigned>(__nv_cvt_float_to_fp8(v[c + b] / sc, __NV_SATFINITE,
+                                                                __NV_E4M3))
+                    << (8 * b);
+          dst[c / 4] = word;
+        }
+        if (lane == 0) out_scale[(long long)slot * (N / kSBK) + col / kSBK] = sc;
+      }
+    }
+  };
   if constexpr (kSwap) {
     // Accumulator (slice i, n8 chunk j, half h, e) is output column out_wg0 + 64i + lane_row + 8h
     // of the tile's token row 8j + 2(lane % 4) + e (the fragment transposed); fused, slice i
@@ -646,7 +710,8 @@ __global__ void __launch_bounds__(
           for (int h = 0; h < 2; ++h) {
             const int q = 4 * j + 2 * h + e;
             float v;
-            if constexpr (kAct) v = act::silu_mul(acc[i][q], acc[i + MI / 2][q]);
+            if constexpr (kActQuant) v = act::silu_mul_fast(acc[i][q], acc[i + MI / 2][q]);
+            else if constexpr (kAct) v = act::silu_mul(acc[i][q], acc[i + MI / 2][q]);
             else v = acc[i][q] * rs;
             const int col = out_wg0 + i * 64 + lane_row + 8 * h;  // within the tile
             if constexpr (kStaged) {
@@ -661,7 +726,8 @@ __global__ void __launch_bounds__(
       }
     if constexpr (kStaged) {
       consumer_sync();
-      store_staged();
+      if constexpr (kActQuant) store_quantized();
+      else store_staged();
     }
   } else if constexpr (kStaged) {
     consumer_sync();  // every warpgroup's wgmmas are done reading the ring

@@ -10,8 +10,9 @@
 // slot's expert with its one token, one stage boundary instead of five.
 // bf16/fp16 at decode sizes (M*topk <= 8 slots per expert) run SiLU(gate)·up inside GEMM1's
 // epilogue (gemm1_fuses_act): GEMM1 writes the [M*topk, N] activation directly, the
-// [M*topk, 2N] intermediate never reaches memory and MoeStage::act launches nothing. Larger M
-// and fp8_w8a8 keep GEMM1 -> [M*topk, 2N] -> SiLU·up (+ fp8 quantization): measured faster there.
+// [M*topk, 2N] intermediate never reaches memory and MoeStage::act launches nothing; block fp8
+// does so too, quantized, where the up config allows it (swap-AB n256 tiles). Larger M, other
+// fp8 tiles and per-tensor fp8 keep GEMM1 -> [M*topk, 2N] -> SiLU·up (+ fp8 quantization).
 // Block fp8's activation stage is one kernel (SiLU·up and its per-token block_k quantization:
 // MoeWorkspaceLayout::act_quant_fused); per-tensor fp8 needs the global amax first (three).
 // The stage kernels (forward_staged, enqueue_stage; forward above M = 4) route and align in one
@@ -115,8 +116,10 @@ struct MoeWorkspaceLayout {
   std::size_t a_q = 0;                   // fp8: [M, K] e4m3
   std::size_t a_scale = 0;               // fp8: [M, K/bk] or [1] fp32
   std::size_t partials = 0;              // per-tensor fp8: amax partials
-  bool gemm1_fused_act = false;          // gemm1_fuses_act(shape, M): GEMM1 writes `act` itself
+  bool gemm1_fused_act = false;          // gemm1_fuses_act(shape, M, up config): GEMM1 writes
+                                         // `act` (block fp8: act_q and act_scale) itself
   std::size_t h = 0;                     // GEMM1 out [M*topk, 2N] act; 0 bytes when fused
+                                         // and every up config of the table can fuse
   bool act_quant_fused = false;          // block fp8: one kernel writes act_q/act_scale from h
                                          // (SiLU·up never in memory: `act` has 0 bytes)
   std::size_t act = 0;                   // SiLU(gate)·up [M*topk, N] act: GEMM1's out (fused)
@@ -188,8 +191,9 @@ class FusedMoe {
   // decode_kernels_apply(shape, M)).
   bool uses_decode_kernels(std::int64_t M) const;
   // One stage, reading its inputs from `in`/`w` and the workspace (earlier stages' outputs);
-  // `out` is used by MoeStage::reduce only. Where gemm1_fuses_act(shape, M): gemm1 writes
-  // SiLU(gate)·up into the workspace's `act` and MoeStage::act does nothing.
+  // `out` is used by MoeStage::reduce only. Where workspace_layout(M).gemm1_fused_act: gemm1
+  // writes SiLU(gate)·up into the workspace's `act` (block fp8: act_q, act_scale) and
+  // MoeStage::act does nothing.
   void enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeights& w, void* out,
                      void* workspace, std::size_t workspace_bytes, CUstream stream) const;
   // "The GEMM phase" (DESIGN.md): from the alignment's output to GEMM2's output before the top-k
@@ -215,9 +219,11 @@ bool decode_kernels_apply(const MoeShape& shape, std::int64_t M);
 // griddepcontrol instructions of programmatic dependent launch exist; false otherwise (and for
 // anything that is not "sm_<digits>...").
 bool arch_supports_pdl(const std::string& arch);
-// True when GEMM1 computes SiLU(gate)·up in its epilogue for M tokens: bf16/fp16 with
-// M*topk <= 8 * max(E_global, E) (gemm::gemm1_stage says why); never for fp8.
-bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M);
+// True when GEMM1 with the up config `up` computes SiLU(gate)·up in its epilogue for M tokens:
+// M*topk <= 8 * max(E_global, E), and bf16/fp16, or block fp8 where `up` can also quantize it
+// there (SWAP_AB 1, BLOCK_SIZE_N / 2 a multiple of block_k); never per-tensor fp8
+// (gemm::gemm1_stage says why).
+bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M, const KernelConfig& up);
 // True when one launch routes and aligns M tokens (decode sizes: M <= 4 and M*topk <= 512)
 // given router logits (precomputed topk_ids go to the alignment alone): MoeStage::routing then
 // writes the alignment's tables too and MoeStage::align launches nothing.
@@ -227,10 +233,10 @@ bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logi
 // launches nothing; per-tensor fp8 needs the global amax first, precomputed topk_ids no routing).
 bool routing_fuses_quant(const MoeShape& shape, bool router_logits);
 // The stage's name in reports: to_string(s), except "gemm1+act" and "act (in gemm1)" where
-// gemm1_fuses_act(shape, M) (the activation's time is inside gemm1's), "routing+align" and
+// gemm1_fuses_act(shape, M, up) (the activation's time is inside gemm1's), "routing+align" and
 // "align (in routing)" where routing_fuses_align(shape, M, true), and "+quant" on the routing
 // and "quant (in routing)" where routing_fuses_quant(shape, true).
-const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M);
+const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M, const KernelConfig& up);
 inline constexpr MoeStage kAllMoeStages[] = {MoeStage::routing, MoeStage::align, MoeStage::quant,
                                              MoeStage::gemm1,   MoeStage::act,   MoeStage::gemm2,
                                              MoeStage::reduce};

@@ -49,6 +49,15 @@ __device__ __forceinline__ float silu_mul(float gate, float up) {
   return gate / (1.0f + expf(-gate)) * up;
 }
 
+// The same with the fast intrinsics (__expf, __fdividef: a few fp32 ulp, far below the bf16
+// rounding that follows; silu(x) -> -0 for x below about -88, where 1 + exp(-x) overflows). For
+// epilogues: the IEEE division's special-case branch and call cost the wgmma GEMM1's fused
+// block-fp8 epilogue 5 µs of a 25 µs kernel on the H200 (Qwen3.5 TP4 M = 8; this fast form: none,
+// bench/results/2026-12-01_h200_twelfth_session.md calls 13, 14).
+__device__ __forceinline__ float silu_mul_fast(float gate, float up) {
+  return __fdividef(gate, 1.0f + __expf(-gate)) * up;
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));

@@ -233,17 +233,34 @@ constexpr int kMaxSplitK = 16;
 // Why GEMM1 cannot fuse SiLU(gate)·up into its epilogue (FUSED_ACT), or nullptr. slice_cols: the
 // columns of one warp (mma.sync: BLOCK_SIZE_N / warps_n) or warpgroup (wgmma: its wgmma N); its
 // first half holds gate rows and its second half the up rows of the same intermediate columns, so
-// each half must be whole n8 MMA chunks. fp8 quantizes the intermediate per 128-column group in a
-// separate stage, so it keeps the unfused path.
-MOETUNE_HD constexpr const char* gemm_act_violation(bool up, bool fp8, int N, int slice_cols) {
+// each half must be whole n8 MMA chunks. Block fp8 also quantizes the activation per token and
+// `group` (block_k) columns in the epilogue (GEMM2's input), so a block must hold whole groups
+// (BLOCK_SIZE_N / 2 a multiple of block_k) and stage its tile in shared memory: the swap-AB
+// wgmma path only. Per-tensor fp8 scales the activation by its global amax: never fused.
+MOETUNE_HD constexpr const char* gemm_act_violation(bool up, int dtype, int N, int slice_cols,
+                                                    bool swap_ab = false, int block_size_n = 0,
+                                                    int group = 0) {
   if (!up) return "the fused SiLU(gate)*up epilogue belongs to GEMM1 (the up stage) only";
-  if (fp8)
-    return "the fused SiLU(gate)*up epilogue is for bf16/fp16; fp8 quantizes the intermediate per "
-           "128-column group in its own stage";
+  if (dtype == kDtypeFp8Tensor)
+    return "the fused SiLU(gate)*up epilogue is for bf16/fp16 and block fp8; per-tensor fp8 "
+           "scales the intermediate by its global amax in its own stages";
   if (N % 8 != 0) return "fused SiLU(gate)*up needs N % 8 == 0 (whole n8 column chunks)";
   if (slice_cols < 16 || slice_cols % 16 != 0)
     return "fused SiLU(gate)*up needs half of each warp's (warpgroup's) column slice to be a "
            "multiple of 8 (gate and up halves of whole n8 chunks)";
+  if (dtype == kDtypeFp8Block) {
+    if (!swap_ab)
+      return "block fp8 fuses SiLU(gate)*up and its quantization on the swap-AB path only "
+             "(SWAP_AB=1, sm_90a)";
+    if (group <= 0 || group % 128 != 0)
+      return "block fp8 fused SiLU(gate)*up needs block_k to be a multiple of 128";
+    if (N % group != 0)
+      return "block fp8 fused SiLU(gate)*up needs N to be a multiple of block_k (whole groups)";
+    if (block_size_n <= 0 || (block_size_n / 2) % group != 0)
+      return "block fp8 fused SiLU(gate)*up needs BLOCK_SIZE_N / 2 to be a multiple of block_k "
+             "(a block quantizes whole groups of its tokens' intermediate columns), e.g. "
+             "BLOCK_SIZE_N 256 for block_k 128";
+  }
   return nullptr;
 }
 

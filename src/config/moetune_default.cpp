@@ -71,6 +71,22 @@ bool block_fp8_decode_swap(const MoeShape& shape, const GpuSpec& gpu, double spe
          (*shape.block_shape)[1] % 128 == 0 && gpu.arch() == "sm_90a" && spe >= 1.0 / 16 &&
          spe <= 8.0;
 }
+// The swap-AB up tile n256 (instead of n128), whose blocks each hold a whole 128-column group
+// of gate and up, so that GEMM1's epilogue writes the quantized SiLU(gate)·up (no activation
+// stage: 1.7-2.4 µs of the layer at M = 8..64). Layer A/B on one H200 against the n128 tile and
+// its activation stage (bench/results/2026-12-01_h200_twelfth_session.md, call 15, two
+// interleaved runs a side), Qwen3.5 TP4 / DeepSeek-V3 TP8 fp8: spe 0.09, 0.125 (M = 3, 4,
+// DeepSeek-V3) -0.6%, -0.2%; spe 0.25 (M = 8) -1.8% / -0.5%; 1 (M = 32) -1.5% / -0.2%; 2
+// -1.6% / -1.3%; 4 -0.7% / -0.4%; 8 -1.1% / -0.7%; but spe 0.5 (M = 16) +0.3% / +1.9%, and
+// (call 16) spe 0.75 (M = 24) +0.9% / +3.0%, 1.5 (M = 48) -1.1% / +0.2%: the band [0.375, 1)
+// (M = 12..31 on the anchors) keeps n128 and the activation stage. Measured on E = 256, topk 8
+// only (the wave count of the n256 grid, 2 blocks per SM, is the likely cause of the band); not
+// measured: block_k other than 128 (the group must fill half the tile), other GPUs (swap-AB is
+// sm_90a only).
+bool block_fp8_fused_act_up(const MoeShape& shape, double spe) {
+  return shape.block_shape && (*shape.block_shape)[1] == 128 && shape.N % 128 == 0 &&
+         !(spe >= 0.375 && spe < 1.0);
+}
 // Swap-AB up GEMM tiles (M-tiles x n128 tiles) below this share of the SMs: SPLIT_K 2. Measured
 // (same call, layer, SPLIT_K 1 / 2 / 4 / 8): at about 62 and 93 tiles on 132 SMs (M = 2, 3 on
 // both anchors) split 2 was 4-10% ahead of split 1 (Qwen3.5 M = 3: 0.4% behind), split 4 within
@@ -269,8 +285,8 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
 
   // Swap-AB (SWAP_AB 1: weights as the wgmma's A, the tile's 16 token rows as its N) for block
   // fp8 on sm_90a at decode (block_fp8_decode_swap says where, and what was measured): m16 n128
-  // k128 w4, up s3 (SPLIT_K 2 where its tiles fill less than kSwapSplitTiles of the SMs, else 1),
-  // down s2.
+  // k128 w4 (up n256 where block_fp8_fused_act_up), up s3 (SPLIT_K 2 where its tiles fill less
+  // than kSwapSplitTiles of the SMs, else 1), down s2.
   if (block_fp8_decode_swap(shape, gpu, spe)) {
     KernelConfig sw = c;
     sw.BLOCK_SIZE_N = 128;
@@ -288,6 +304,19 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     // M = 32, 64 by 0.5%; Qwen3.5 kept g1), within a run's spread: g1 stays there. Layer A/B
     // (call 6): M = 128, 256 -0.5%, -1.6% (DeepSeek-V3), -0.35%, -0.3% (Qwen3.5).
     if (down && spe >= 4.0) sw.GROUP_SIZE_M = 32;
+    auto swap_fits = [&](const KernelConfig& k) {
+      return config::kernel_rule_violation(k, target) == nullptr &&
+             fits_block_n(shape, k.BLOCK_SIZE_N) && depth % 128 == 0 &&
+             moetune_smem_bytes(k, target) <= gpu.smem_per_block_bytes;
+    };
+    // Up: n256 (block_fp8_fused_act_up says where), so that a block holds a whole block_k group
+    // of gate and up columns and GEMM1's epilogue writes the quantized SiLU(gate)·up itself
+    // (gemm::gemm1_stage): no activation stage. The n128 tile where n256 does not fit.
+    if (!down && block_fp8_fused_act_up(shape, spe)) {
+      KernelConfig wide = sw;
+      wide.BLOCK_SIZE_N = 256;
+      if (swap_fits(wide)) sw = wide;
+    }
     if (!down) {
       const double tiles = active_experts * std::ceil(slots_per_active / sw.BLOCK_SIZE_M) *
                            std::ceil(static_cast<double>(cols) / sw.BLOCK_SIZE_N);
@@ -296,9 +325,7 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
           depth / sw.BLOCK_SIZE_K >= 6)
         sw.SPLIT_K = 2;
     }
-    if (config::kernel_rule_violation(sw, target) == nullptr && fits_block_n(shape, 128) &&
-        depth % 128 == 0 && moetune_smem_bytes(sw, target) <= gpu.smem_per_block_bytes)
-      c = sw;
+    if (swap_fits(sw)) c = sw;
   }
 
   // Fit shared memory (e.g. the RTX PRO 6000's 101,376 B): fewer stages first (down to 2), then

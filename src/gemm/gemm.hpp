@@ -22,21 +22,29 @@ namespace moetune::gemm {
 
 // up: GEMM1 with w13 (out = [M*topk, 2N]); down: GEMM2 with w2, times the routed weight;
 // up_act: GEMM1 with SiLU(gate)·up fused into its epilogue (out = [M*topk, N], the activation
-// stage's output; bf16/fp16 only: the kernels' FUSED_ACT = 1). up and up_act share the grid,
-// the split-K workspace and the config rules; only the epilogue and out differ.
+// stage's output: bf16/fp16, or for block fp8 its e4m3 quantization with out_scale; the kernels'
+// FUSED_ACT = 1). up and up_act share the grid, the split-K workspace and the config rules; only
+// the epilogue and out differ.
 enum class GemmStage { up, down, up_act };
 const char* to_string(GemmStage s);  // "up", "down", "up_act"
 bool gemm_stage_is_up(GemmStage s);  // up or up_act (w13, reduction over K)
 // Columns of out: 2N (up), N (up_act), K (down).
 int gemm_out_cols(const MoeShape& shape, GemmStage s);
-// How the layer runs GEMM1 for M tokens: up_act for bf16/fp16 at decode sizes (M*topk <= 8 slots
-// per expert of the model), up otherwise: fp8_w8a8 quantizes its intermediate per 128-column
-// group in the separate activation stage, and at larger M the fused epilogue measured slower on
-// the H200 (Qwen3.5 TP4 bf16, same machine, default tiles: layer -4.9% at M=1, -2.1% at M=8,
-// -0.5% at M=64 and 256, but +3.7% at M=1024 and +2.9% at M=4096;
-// bench/results/2026-11-30_h200_fused_act.md).
+// How the layer runs GEMM1 for M tokens with the up config `up`: up_act at decode sizes (M*topk
+// <= 8 slots per expert of the model) where `up` can fuse: bf16/fp16 unswapped always, swap-AB
+// with a gate and an up m64 slice per warpgroup, block fp8 on swap-AB only with BLOCK_SIZE_N / 2
+// a multiple of block_k (e.g. n256 for block_k 128: tile_math::gemm_act_violation); up
+// otherwise (per-tensor fp8 always). Every config it fuses is one gemm_kernel_spec accepts as
+// up_act. At larger M the fused
+// epilogue measured slower on the H200 (Qwen3.5 TP4 bf16, same machine, default tiles: layer
+// -4.9% at M=1, -2.1% at M=8, -0.5% at M=64 and 256, but +3.7% at M=1024 and +2.9% at M=4096;
+// bench/results/2026-11-30_h200_fused_act.md). Block fp8 measurements:
+// bench/results/2026-12-01_h200_twelfth_session.md.
 constexpr int64_t kFuseActMaxSlotsPerExpert = 8;
-GemmStage gemm1_stage(const MoeShape& shape, int64_t M);
+GemmStage gemm1_stage(const MoeShape& shape, int64_t M, const KernelConfig& up);
+// The sizes where gemm1_stage fuses a config that can: M*topk <= kFuseActMaxSlotsPerExpert *
+// max(E_global, E).
+bool gemm1_fuse_band(const MoeShape& shape, int64_t M);
 
 // Pointers are device pointers; shapes row-major, the last dim contiguous. Element types:
 // bf16 shapes use __nv_bfloat16 for a and out, fp16 __half, fp8_w8a8 e4m3 for a and w with bf16
@@ -55,9 +63,12 @@ struct GemmArgs {
   // N/block_k]; fp8 per-tensor: [E]; bf16/fp16: nullptr. fp32.
   const float* w_scale = nullptr;
   // up: [M*topk, 2N]; up_act: [M*topk, N] = silu(gate)·up; down: [M*topk, K], each slot's row
-  // times topk_weights[slot]. bf16 (fp16 for fp16). Only rows of valid slots (< M*topk) on
-  // experts of this rank are written.
+  // times topk_weights[slot]. bf16 (fp16 for fp16; up_act with block fp8: e4m3, see out_scale).
+  // Only rows of valid slots (< M*topk) on experts of this rank are written.
   void* out = nullptr;
+  // up_act with block fp8 only: [M*topk, N/block_k] fp32, the per-token group scales of out
+  // (e4m3 [M*topk, N] there): GEMM2's a_scale.
+  float* out_scale = nullptr;
   const float* topk_weights = nullptr;  // [M, topk] fp32; read by down only
   const int32_t* sorted_token_ids = nullptr;        // [max_num_tokens_padded]
   const int32_t* expert_ids = nullptr;              // [max_num_tokens_padded / BLOCK_SIZE_M]
@@ -86,8 +97,9 @@ struct GemmArgs {
 // moe_gemm_down_bf16_wgmma_m128n128k64_g16_w8_s4_sk1_N256_K3072_topk8 (sm_90a, wgmma tiles),
 // moe_gemm_up_act_bf16_m16n64k128_g1_w4_s3_sk1_N256_K3072_topk8 (fused SiLU·up, FUSED_ACT=1).
 // Throws InputError(key, value, reason) for a config the kernel cannot run on this shape
-// (tile_rule_violation, block-fp8 scale straddling, fp8 below sm_89, up_act with fp8 or with a
-// warp slice whose halves are not whole n8 chunks: tile_math::gemm_act_violation).
+// (tile_rule_violation, block-fp8 scale straddling, fp8 below sm_89, up_act with per-tensor fp8,
+// with a warp slice whose halves are not whole n8 chunks, or with block fp8 off swap-AB or with
+// part of a quantization group per block: tile_math::gemm_act_violation).
 cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& config,
                                   GemmStage stage, const std::string& arch);
 

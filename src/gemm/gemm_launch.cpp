@@ -54,6 +54,8 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
   require(args.expert_ids, "expert_ids");
   require(args.num_tokens_post_padded, "num_tokens_post_padded");
   if (args.stage == GemmStage::down) require(args.topk_weights, "topk_weights");
+  if (args.stage == GemmStage::up_act && shape.block_shape && shape.dtype == Dtype::fp8_w8a8)
+    require(args.out_scale, "out_scale");
   if (shape.dtype == Dtype::fp8_w8a8) {
     require(args.a_scale, "a_scale");
     require(args.w_scale, "w_scale");
@@ -80,8 +82,9 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
   const int32_t* ntpp = args.num_tokens_post_padded;
   long long M = args.M;
   void* workspace = args.workspace;
+  float* out_scale = args.out_scale;
   void* params[] = {&a, &a_scale, &w, &w_scale, &out, &topk_weights, &sorted, &expert_ids,
-                    &ntpp, &M, &workspace};
+                    &ntpp, &M, &workspace, &out_scale};
   cuda::LaunchOptions lo;
   lo.pdl = args.pdl;
   if (ws > 0 && !args.workspace_counters_zeroed) {

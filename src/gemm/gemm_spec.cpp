@@ -47,6 +47,17 @@ int arch_cc(const std::string& arch) {
 int n_out(const MoeShape& s, GemmStage st) { return is_up(st) ? 2 * s.N : s.K; }
 int k_red(const MoeShape& s, GemmStage st) { return is_up(st) ? s.K : s.N; }
 
+// tile_math::gemm_act_violation for this shape and config; slice: the warp's (mma.sync) or
+// warpgroup's (wgmma) column slice that pairs gate and up.
+const char* act_violation(const MoeShape& shape, const KernelConfig& c, int slice) {
+  const int group = shape.block_shape ? (*shape.block_shape)[1] : 0;
+  return tm::gemm_act_violation(true, dtype_code(shape), shape.N, slice, c.SWAP_AB == 1,
+                                c.BLOCK_SIZE_N, group);
+}
+
+// The slice of gemm_act_violation: one warp's (mma.sync) or warpgroup's (wgmma) columns.
+int act_slice(const MoeShape& shape, const KernelConfig& c, const std::string& arch);
+
 void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
                   const std::string& arch) {
   if (shape.E <= 0 || shape.N <= 0 || shape.K <= 0 || shape.topk <= 0)
@@ -87,20 +98,20 @@ void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
                      fmt::format("more than the {} K-tiles of BLOCK_SIZE_K {}", k_tiles,
                                  c.BLOCK_SIZE_K));
   if (stage == GemmStage::up_act) {
-    // The column slice of one warp (mma.sync) or warpgroup (wgmma) that pairs gate and up.
-    int slice = 0;
-    if (c.SWAP_AB == 1) {
-      slice = c.BLOCK_SIZE_N / (c.num_warps / 4);  // weight rows per warpgroup
-    } else if (gemm_uses_wgmma(shape, c, arch)) {
-      const int wg_m = tm::gemm_wg_m(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps);
-      slice = c.BLOCK_SIZE_N / (c.num_warps / 4 / wg_m);
-    } else {
-      const int warps_m = tm::gemm_warps_m(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps);
-      slice = c.BLOCK_SIZE_N / (c.num_warps / warps_m);
-    }
-    if (const char* why = tm::gemm_act_violation(true, shape.dtype == Dtype::fp8_w8a8, shape.N, slice)) {
-      if (shape.dtype == Dtype::fp8_w8a8) throw InputError("stage", "up_act", why);
+    const int slice = act_slice(shape, c, arch);
+    if (const char* why = act_violation(shape, c, slice)) {
+      // The field of the first rule broken, in tile_math::gemm_act_violation's order.
+      const bool slice_ok = slice >= 16 && slice % 16 == 0;
+      if (dtype_code(shape) == tm::kDtypeFp8Tensor) throw InputError("stage", "up_act", why);
       if (shape.N % 8 != 0) throw InputError("N", std::to_string(shape.N), why);
+      if (slice_ok && block && c.SWAP_AB != 1)
+        throw InputError("SWAP_AB", std::to_string(c.SWAP_AB), why);
+      if (slice_ok && block && (*shape.block_shape)[1] % 128 != 0)
+        throw InputError("block_shape", fmt::format("[{}, {}]", (*shape.block_shape)[0],
+                                                    (*shape.block_shape)[1]),
+                         why);
+      if (slice_ok && block && shape.N % (*shape.block_shape)[1] != 0)
+        throw InputError("N", std::to_string(shape.N), why);
       throw InputError("BLOCK_SIZE_N", std::to_string(c.BLOCK_SIZE_N),
                        fmt::format("{} (slice of {} columns)", why, slice));
     }
@@ -117,6 +128,16 @@ void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
       throw InputError("block_shape", fmt::format("[{}, {}]", bn, bk),
                        "N and K must be multiples of the fp8 scale block");
   }
+}
+
+int act_slice(const MoeShape& shape, const KernelConfig& c, const std::string& arch) {
+  if (c.SWAP_AB == 1) return c.BLOCK_SIZE_N / std::max(1, c.num_warps / 4);  // rows per warpgroup
+  if (gemm_uses_wgmma(shape, c, arch)) {
+    const int wg_m = tm::gemm_wg_m(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps);
+    return c.BLOCK_SIZE_N / std::max(1, c.num_warps / 4 / std::max(1, wg_m));
+  }
+  const int warps_m = tm::gemm_warps_m(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps);
+  return c.BLOCK_SIZE_N / std::max(1, c.num_warps / std::max(1, warps_m));
 }
 
 }  // namespace
@@ -136,10 +157,26 @@ int gemm_out_cols(const MoeShape& shape, GemmStage s) {
   return s == GemmStage::up_act ? shape.N : n_out(shape, s);
 }
 
-GemmStage gemm1_stage(const MoeShape& shape, int64_t M) {
-  if (shape.dtype == Dtype::fp8_w8a8) return GemmStage::up;
+bool gemm1_fuse_band(const MoeShape& shape, int64_t M) {
   const int64_t experts = std::max<int64_t>(1, std::max(shape.E_global, shape.E));
-  return M * shape.topk <= kFuseActMaxSlotsPerExpert * experts ? GemmStage::up_act : GemmStage::up;
+  return M * shape.topk <= kFuseActMaxSlotsPerExpert * experts;
+}
+
+GemmStage gemm1_stage(const MoeShape& shape, int64_t M, const KernelConfig& up) {
+  if (!gemm1_fuse_band(shape, M)) return GemmStage::up;
+  const int code = dtype_code(shape);
+  if (code == tm::kDtypeFp8Tensor) return GemmStage::up;
+  // Unswapped: every 16-bit tile the tile rules accept fuses (its warp or warpgroup slices are
+  // whole n8 pairs); block fp8 fuses on the swap-AB path only.
+  if (up.SWAP_AB != 1) return code == tm::kDtypeFp8Block ? GemmStage::up : GemmStage::up_act;
+  // Swap-AB (sm_90a wherever it runs at all): a gate and an up slice per warpgroup, and for
+  // block fp8 whole quantization groups per block.
+  const bool fusable =
+      act_violation(shape, up, up.BLOCK_SIZE_N / std::max(1, up.num_warps / 4)) == nullptr &&
+      tm::gemm_swapab_violation(up.BLOCK_SIZE_M, up.BLOCK_SIZE_N, up.BLOCK_SIZE_K, up.num_warps,
+                                weight_bytes(shape.dtype), code == tm::kDtypeFp8Block,
+                                true) == nullptr;
+  return fusable ? GemmStage::up_act : GemmStage::up;
 }
 
 bool gemm_uses_wgmma(const MoeShape& shape, const KernelConfig& c, const std::string& arch) {

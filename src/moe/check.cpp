@@ -215,7 +215,7 @@ std::pair<KernelConfig, KernelConfig> random_valid_configs(const MoeShape& shape
                                                            std::uint64_t seed) {
   static const int bm[] = {16, 32, 64, 128, 256}, bn[] = {32, 64, 128, 256},
                    bk[] = {64, 128, 256}, gm[] = {1, 16, 32, 64}, nw[] = {4, 8},
-                   ns[] = {2, 3, 4, 5}, sk[] = {1, 1, 2, 4};
+                   ns[] = {2, 3, 4, 5}, sk[] = {1, 1, 2, 4}, swap[] = {0, 0, 1};
   std::mt19937_64 rng(seed);
   auto pick = [&](const auto& arr) { return arr[rng() % std::size(arr)]; };
   ValidationTarget target;
@@ -231,18 +231,22 @@ std::pair<KernelConfig, KernelConfig> random_valid_configs(const MoeShape& shape
     }
     return true;
   };
-  auto draw = [&](int BM, gemm::GemmStage st) {
+  // up: valid for the fused GEMM1 too where the layer would fuse it at small M (its rules
+  // include the unfused one's): the layer may run either, depending on M (gemm::gemm1_stage).
+  auto draw = [&](int BM, bool up) {
     for (int tries = 0; tries < 5000; ++tries) {
       KernelConfig c{BM > 0 ? BM : pick(bm), pick(bn), pick(bk), pick(gm), pick(nw), pick(ns),
-                     pick(sk)};
-      if (valid(c, st)) return c;
+                     pick(sk), pick(swap)};
+      if (!up && valid(c, gemm::GemmStage::down)) return c;
+      if (up && valid(c, gemm::GemmStage::up) &&
+          (gemm::gemm1_stage(shape, 1, c) != gemm::GemmStage::up_act ||
+           valid(c, gemm::GemmStage::up_act)))
+        return c;
     }
     throw InputError("config", "random", "no valid config found in 5000 draws");
   };
-  // Valid for the fused GEMM1 where the dtype has one (its rules include the unfused one's): the
-  // layer may run either, depending on M (gemm::gemm1_stage).
-  const KernelConfig up = draw(0, gemm::gemm1_stage(shape, 1));
-  const KernelConfig down = draw(up.BLOCK_SIZE_M, gemm::GemmStage::down);
+  const KernelConfig up = draw(0, true);
+  const KernelConfig down = draw(up.BLOCK_SIZE_M, false);
   return {up, down};
 }
 
@@ -600,14 +604,20 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
             cat(o_ref, o.o_ref);
           }
           const std::int64_t nr = std::int64_t(stage_rows.size());
-          if (fused_act) {
+          if (fused_act && act_in_memory) {
             emit("gemm1+act", rel_error(a_got, a_ref), thr, nr,
                  "SiLU(gate)*up fused into GEMM1's epilogue, against the fp64 GEMM1 reference");
-          } else {
+          } else if (!fused_act) {
             emit("gemm1", rel_error(h_got, h_ref), thr, nr, "");
             if (act_in_memory) emit("act", rel_error(a_got, a_ref), 1e-2, nr, "");
           }
-          if (is_fp8(s))
+          // Block fp8 fused: GEMM1 wrote the quantized activation itself (nothing 16-bit in
+          // memory): the check of GEMM1 and the activation together.
+          if (is_fp8(s) && fused_act)
+            emit("gemm1+act+quant", rel_error(aq_got, aq_ref), 1e-2, nr,
+                 "SiLU(gate)*up and its fp8 quantization in GEMM1's epilogue, against the "
+                 "quantized fp64 SiLU(gate)*up of the fp64 GEMM1 reference");
+          else if (is_fp8(s))
             emit(act_in_memory ? "act_quant" : "act+quant", rel_error(aq_got, aq_ref), 1e-2, nr,
                  act_in_memory ? ""
                                : "SiLU(gate)*up and its fp8 quantization in one kernel, against "
@@ -733,23 +743,23 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
     specs.push_back(quant_spec(d, 0, arch));
     specs.push_back(amax_spec(d, arch));
   }
-  // GEMM: one small-M and one large-M config per dtype the arch runs, up, down and (bf16/fp16)
-  // up_act, GEMM1 with SiLU(gate)·up fused as the layer runs it. The large
+  // GEMM: one small-M and one large-M config per dtype the arch runs, up, down and up_act,
+  // GEMM1 with SiLU(gate)·up fused as the layer runs it (bf16/fp16; block fp8 with the swap-AB
+  // n256 tile, quantized in the epilogue). The large
   // one has 128-byte K rows in every dtype, so on sm_90a it is the wgmma kernel (for block fp8:
   // up, K = 3072, warp-specialized; down, N = 256, not). Swap-AB (decode, sm_90a only: other
   // archs refuse it and skip it here) with 128-byte rows too.
   const KernelConfig small{16, 64, 128, 1, 4, 3, 1}, large{64, 128, 64, 8, 4, 3, 1},
       large_fp8{64, 128, 128, 8, 4, 3, 1}, swap{16, 128, 64, 1, 4, 4, 1, 1},
-      swap_fp8{16, 128, 128, 1, 4, 4, 1, 1};
+      swap_fp8{16, 128, 128, 1, 4, 4, 1, 1}, swap_fp8_act{16, 256, 128, 1, 4, 3, 1, 1};
   for (const std::string& variant : kCheckDtypes) {
     const MoeShape s = with_dtype_variant(shapes[0].shape, variant);
     if (is_fp8(s) && !has_fp8) continue;
     for (const KernelConfig& c :
-         {small, is_fp8(s) ? large_fp8 : large, is_fp8(s) ? swap_fp8 : swap})
+         {small, is_fp8(s) ? large_fp8 : large, is_fp8(s) ? swap_fp8 : swap, swap_fp8_act})
       for (gemm::GemmStage st :
            {gemm::GemmStage::up, gemm::GemmStage::up_act, gemm::GemmStage::down}) {
-        if (st == gemm::GemmStage::up_act && is_fp8(s)) continue;  // fp8 keeps the act stage
-        try {
+        try {  // the configs a dtype cannot fuse (or run) throw and are left out
           specs.push_back(gemm::gemm_kernel_spec(s, c, st, arch));
         } catch (const InputError&) {
           // a config this arch cannot hold (shared memory): the set stays representative

@@ -80,7 +80,8 @@ CheckReport run_check(const GpuSpec& gpu, const CheckOptions& opts,
                       const CheckCallback& on_result = {});
 
 // A random config pair (up, down sharing BLOCK_SIZE_M) from the valid search space for this
-// shape and GPU (validate_config + the kernel's own rules). Deterministic in `seed`.
+// shape and GPU (validate_config + the kernel's own rules), swap-AB included (a third of the
+// draws; sm_90a only). Deterministic in `seed`.
 std::pair<KernelConfig, KernelConfig> random_valid_configs(const MoeShape& shape,
                                                            const GpuSpec& gpu,
                                                            const std::string& arch,

@@ -30,8 +30,8 @@ const char* to_string(MoeStage s) {
   return "?";
 }
 
-bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M) {
-  return gemm::gemm1_stage(shape, M) == gemm::GemmStage::up_act;
+bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M, const KernelConfig& up) {
+  return gemm::gemm1_stage(shape, M, up) == gemm::GemmStage::up_act;
 }
 
 bool arch_supports_pdl(const std::string& arch) {
@@ -56,7 +56,7 @@ bool routing_fuses_quant(const MoeShape& shape, bool router_logits) {
   return router_logits && shape.dtype == Dtype::fp8_w8a8 && shape.block_shape.has_value();
 }
 
-const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M) {
+const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M, const KernelConfig& up) {
   const bool quant = routing_fuses_quant(shape, true);
   if (routing_fuses_align(shape, M, true)) {
     if (s == MoeStage::routing) return quant ? "routing+align+quant" : "routing+align";
@@ -66,7 +66,7 @@ const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M) {
     if (s == MoeStage::routing) return "routing+quant";
     if (s == MoeStage::quant) return "quant (in routing)";
   }
-  if (gemm1_fuses_act(shape, M)) {
+  if (gemm1_fuses_act(shape, M, up)) {
     if (s == MoeStage::gemm1) return "gemm1+act";
     if (s == MoeStage::act) return "act (in gemm1)";
   }
@@ -207,7 +207,15 @@ void FusedMoe::check(const MoeShape& shape, const GpuSpec& gpu, const ConfigTabl
     }
   };
   validate(up, gemm::GemmStage::up);  // either GEMM1 may run an entry (gemm1_stage depends on M)
-  if (shape.dtype != Dtype::fp8_w8a8) validate(up, gemm::GemmStage::up_act);
+  for (const auto& [M, c] : up) {  // and the fused one wherever it may (any M up to the band)
+    if (gemm::gemm1_stage(shape, 1, c) != gemm::GemmStage::up_act) continue;
+    try {
+      (void)gemm::gemm_kernel_spec(shape, c, gemm::GemmStage::up_act, arch);
+    } catch (const InputError& e) {
+      throw InputError(e.field(), e.value(),
+                       fmt::format("up_act table entry M={}: {}", M, e.reason()));
+    }
+  }
   validate(down, gemm::GemmStage::down);
   std::set<int> keys;
   for (const auto& [k, c] : up) keys.insert(k);
@@ -252,7 +260,7 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   std::size_t gemm_up_bytes = 0, gemm_down_bytes = 0;
   for (const auto& [k, c] : impl_->up)
     gemm_up_bytes =
-        std::max(gemm_up_bytes, gemm::gemm_workspace_bytes(s, c, gemm::gemm1_stage(s, M), M));
+        std::max(gemm_up_bytes, gemm::gemm_workspace_bytes(s, c, gemm::gemm1_stage(s, M, c), M));
   for (const auto& [k, c] : impl_->down)
     gemm_down_bytes =
         std::max(gemm_down_bytes, gemm::gemm_workspace_bytes(s, c, gemm::GemmStage::down, M));
@@ -274,8 +282,15 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   L.a_q = take(fp8(s) ? static_cast<std::size_t>(M) * s.K : 0);
   L.a_scale = take(block_fp8(s) ? static_cast<std::size_t>(M) * (s.K / bk) * 4 : fp8(s) ? 4 : 0);
   L.partials = take(fp8(s) && !block_fp8(s) ? moe::kAmaxPartials * 4 : 0);
-  L.gemm1_fused_act = gemm1_fuses_act(s, M);  // h grows with M from 0: offsets stay monotone
-  L.h = take(L.gemm1_fused_act ? 0 : slots * 2 * s.N * act_bytes);  // fused: never in memory
+  L.gemm1_fused_act = gemm1_fuses_act(s, M, up_config(M));
+  // h has no room where GEMM1 fuses, if every up config can fuse: fusion then depends on M
+  // alone (up to a size), so h grows from 0 with M and offsets stay monotone. A table with a
+  // config that cannot (block fp8's n128 tiles, swap-AB 16-bit tiles of one m64 slice per
+  // warpgroup) keeps h's room at every M.
+  bool every_up_fuses = true;
+  for (const auto& [k, c] : impl_->up)
+    every_up_fuses = every_up_fuses && gemm1_fuses_act(s, 1, c);
+  L.h = take(L.gemm1_fused_act && every_up_fuses ? 0 : slots * 2 * s.N * act_bytes);
   L.act_quant_fused = block_fp8(s);  // the activation stage writes act_q directly
   L.act = take(L.act_quant_fused ? 0 : slots * s.N * act_bytes);
   L.act_q = take(fp8(s) ? slots * s.N : 0);
@@ -312,11 +327,14 @@ void FusedMoe::prepare(std::int64_t max_M) {
   std::vector<cuda::KernelSpec> specs;
   specs.push_back(moe::routing_spec(s, arch, routing_fuses_quant(s, true)));
   std::set<int> bms;
-  // GEMM1 fuses the activation up to a size (gemm1_stage): both variants when max_M passes it.
-  const bool fused_small = gemm1_fuses_act(s, 1), fused_all = gemm1_fuses_act(s, max_M);
+  // GEMM1 fuses the activation up to a size where its config can (gemm1_stage): both variants
+  // of a config when max_M passes that size, and the activation stage where any runs unfused.
+  bool act_stage = false;
   for (const auto& c : reachable(impl_->up, max_M)) {
+    const bool fused_small = gemm1_fuses_act(s, 1, c), fused_all = gemm1_fuses_act(s, max_M, c);
     if (fused_small) specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::up_act, arch));
     if (!fused_all) specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::up, arch));
+    act_stage = act_stage || !fused_all;
     bms.insert(c.BLOCK_SIZE_M);
   }
   for (const auto& c : reachable(impl_->down, max_M))
@@ -332,7 +350,7 @@ void FusedMoe::prepare(std::int64_t max_M) {
     specs.push_back(moe::quant_spec(s.dtype, block_k(s), arch));
     if (!block_fp8(s)) specs.push_back(moe::amax_spec(s.dtype, arch));
   }
-  if (!fused_all)
+  if (act_stage)
     specs.push_back(block_fp8(s) ? moe::silu_mul_quant_spec(s, arch) : moe::silu_mul_spec(s, arch));
   specs.push_back(moe::topk_reduce_spec(s, arch));
   if (impl_->opts.decode_kernels && decode_kernels_apply(s, 1)) {
@@ -402,7 +420,7 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
     if (bytes == 0) return {nullptr, 0};
     const KernelConfig& c = up ? up_config(M) : down_config(M);
-    const gemm::GemmStage st = up ? gemm::gemm1_stage(s, M) : gemm::GemmStage::down;
+    const gemm::GemmStage st = up ? gemm::gemm1_stage(s, M, c) : gemm::GemmStage::down;
     const auto g = gemm::gemm_launch_geometry(s, c, st, M, L.max_num_tokens_padded, arch);
     const std::size_t n = gemm::gemm_counter_bytes_for_grid(c, g.grid.x) / 4;
     return {reinterpret_cast<std::int32_t*>(ws + (up ? L.gemm_up : L.gemm_down)),
@@ -449,19 +467,28 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
       return;
     case MoeStage::gemm1: {
       require_weights(s, w, true);
-      // bf16/fp16: SiLU(gate)·up in the epilogue, straight into the activation buffer.
-      const gemm::GemmStage st = gemm::gemm1_stage(s, M);
+      // Fused: SiLU(gate)·up in the epilogue, straight into the activation buffer (block fp8:
+      // its quantization and scales, GEMM2's input).
+      const gemm::GemmStage st =
+          L.gemm1_fused_act ? gemm::GemmStage::up_act : gemm::GemmStage::up;
       gemm::GemmArgs a = gemm_args(st);
       a.a = fp8(s) ? static_cast<const void*>(ws + L.a_q) : in.hidden;
       a.a_scale = fp8(s) ? reinterpret_cast<const float*>(ws + L.a_scale) : nullptr;
       a.w = w.w13;
       a.w_scale = fp8(s) ? w.w13_scale : nullptr;
-      a.out = st == gemm::GemmStage::up_act ? ws + L.act : ws + L.h;
+      if (st == gemm::GemmStage::up) {
+        a.out = ws + L.h;
+      } else if (block_fp8(s)) {
+        a.out = ws + L.act_q;
+        a.out_scale = reinterpret_cast<float*>(ws + L.act_scale);
+      } else {
+        a.out = ws + L.act;
+      }
       gemm::launch_gemm(s, up_config(M), a, stream);
       return;
     }
     case MoeStage::act:
-      if (gemm1_fuses_act(s, M)) return;  // GEMM1's epilogue wrote it
+      if (L.gemm1_fused_act) return;  // GEMM1's epilogue wrote it
       if (block_fp8(s)) {  // one kernel: SiLU(gate)·up and its per-token group quantization
         moe::launch_silu_mul_quant(s, arch, ws + L.h, reinterpret_cast<std::uint8_t*>(ws + L.act_q),
                                    reinterpret_cast<float*>(ws + L.act_scale), p.topk_ids, M, rank,

@@ -130,7 +130,8 @@ void make_bench_sets(const FusedMoe& moe, std::int64_t M, int rotation, std::siz
   }
 }
 
-StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool router_logits) {
+StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool router_logits,
+                     bool fused_act) {
   const double m = double(M), slots = m * s.topk;
   const double local = slots * double(s.E) / s.E_global;  // slots on this rank
   const bool fp8 = s.dtype == Dtype::fp8_w8a8;
@@ -138,7 +139,6 @@ StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool rou
   const double wb = weight_bytes(s.dtype), ab = fp8 ? 1.0 : 2.0;
   const int bk = block ? (*s.block_shape)[1] : 0, bn = block ? (*s.block_shape)[0] : 0;
   const double experts = active_experts(s, M);
-  const bool fused_act = gemm1_fuses_act(s, M);  // bf16/fp16: GEMM1 writes SiLU(gate)·up itself
   StageCost c;
   switch (stage) {
     case MoeStage::routing:
@@ -157,7 +157,11 @@ StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool rou
       break;
     case MoeStage::gemm1:
       c.bytes = experts * (2.0 * s.N * s.K * wb + (block ? (2.0 * s.N / bn) * (s.K / bk) * 4 : 0)) +
-                m * s.K * ab + local * (fused_act ? 1 : 2) * s.N * 2;
+                m * s.K * ab;
+      // Its output: [slots, 2N] 16-bit, or fused the activation (block fp8: e4m3 and scales).
+      if (!fused_act) c.bytes += local * 2 * s.N * 2;
+      else if (block) c.bytes += local * s.N + local * (s.N / bk) * 4;
+      else c.bytes += local * s.N * 2;
       c.flops = 2.0 * local * 2 * s.N * s.K;
       break;
     case MoeStage::act:

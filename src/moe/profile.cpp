@@ -31,12 +31,12 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
     for (MoeStage st : kAllMoeStages) {
       StageTiming t;
       t.stage = st;
-      const StageCost c = stage_cost(s, st, M, true);
+      const bool fused_act = gemm1_fuses_act(s, M, row.up);
+      const StageCost c = stage_cost(s, st, M, true, fused_act);
       t.bytes = c.bytes;
       t.flops = c.flops;
       t.floor_s = std::max(c.bytes / spec.bandwidth_Bps, c.flops / spec.peak_flops);
       if (meas) t.floor_measured_s = std::max(c.bytes / meas->bandwidth_Bps, c.flops / meas->peak_flops);
-      const bool fused_act = gemm1_fuses_act(s, M);
       const bool fused_align = routing_fuses_align(s, M, true);  // the bench sets carry logits
       const bool fused_quant = routing_fuses_quant(s, true);
       t.runs = !(st == MoeStage::quant && (s.dtype != Dtype::fp8_w8a8 || fused_quant)) &&

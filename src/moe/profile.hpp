@@ -86,11 +86,13 @@ std::vector<LayerComparison> compare(const std::vector<LayerBenchRow>& a,
                                      const std::vector<LayerBenchRow>& b);
 
 // The bytes and FLOPs of each stage for M tokens (expected active experts under uniform
-// routing), the model behind StageTiming's floors. No GPU.
+// routing), the model behind StageTiming's floors; gemm1_fused_act: GEMM1 writes the activation
+// itself (gemm1_fuses_act). No GPU.
 struct StageCost {
   double bytes = 0;
   double flops = 0;
 };
-StageCost stage_cost(const MoeShape& shape, MoeStage stage, std::int64_t M, bool router_logits);
+StageCost stage_cost(const MoeShape& shape, MoeStage stage, std::int64_t M, bool router_logits,
+                     bool gemm1_fused_act);
 
 }  // namespace moetune::moe

@@ -23,6 +23,7 @@
 #include "gemm/gemm.hpp"
 #include "moe/check.hpp"
 #include "moe/reference.hpp"
+#include "moe/stages.hpp"
 #include "moetune/error.hpp"
 
 namespace moetune::moe {
@@ -65,10 +66,12 @@ void parallel_for(std::int64_t n, F&& f) {
   for (auto& t : pool) t.join();
 }
 
-// The GEMM as the layer runs it at M: GEMM1 of bf16/fp16 has SiLU(gate)·up fused into its
-// epilogue at decode sizes (gemm::gemm1_stage), so the tuner measures and checks that kernel.
-gemm::GemmStage gemm_stage(const MoeShape& shape, tune::Stage s, std::int64_t M) {
-  return s == tune::Stage::up ? gemm::gemm1_stage(shape, M) : gemm::GemmStage::down;
+// The GEMM as the layer runs it at M with config c: GEMM1 has SiLU(gate)·up fused into its
+// epilogue at decode sizes (bf16/fp16; block fp8 where c can, quantized: gemm::gemm1_stage),
+// so the tuner measures and checks that kernel.
+gemm::GemmStage gemm_stage(const MoeShape& shape, tune::Stage s, std::int64_t M,
+                           const KernelConfig& c) {
+  return s == tune::Stage::up ? gemm::gemm1_stage(shape, M, c) : gemm::GemmStage::down;
 }
 bool is_fp8(const MoeShape& s) { return s.dtype == Dtype::fp8_w8a8; }
 bool is_block(const MoeShape& s) { return is_fp8(s) && s.block_shape.has_value(); }
@@ -177,7 +180,7 @@ DeviceOperand copy_of(const DeviceOperand& src, CUstream stream) {
 }
 
 struct DeviceSet {
-  cuda::DeviceBuffer sorted_token_ids, expert_ids, num_tokens_post_padded, topk_weights;
+  cuda::DeviceBuffer sorted_token_ids, expert_ids, num_tokens_post_padded, topk_weights, topk_ids;
   std::int64_t capacity = 0;
 };
 DeviceSet upload(const RoutingSet& r) {
@@ -191,6 +194,8 @@ DeviceSet upload(const RoutingSet& r) {
   d.num_tokens_post_padded.upload(&r.alignment.num_tokens_post_padded, 4);
   d.topk_weights = cuda::DeviceBuffer(std::max<std::size_t>(r.topk_weights.size() * 4, 16));
   d.topk_weights.upload(r.topk_weights);
+  d.topk_ids = cuda::DeviceBuffer(std::max<std::size_t>(r.topk_ids.size() * 4, 16));
+  d.topk_ids.upload(r.topk_ids);
   return d;
 }
 
@@ -203,7 +208,9 @@ struct StageWeights {
 // Inputs of one (M, stage): device copies of one random A, and the output.
 struct StageInputs {
   std::vector<DeviceOperand> copies;
-  cuda::DeviceBuffer out;
+  cuda::DeviceBuffer out;        // the largest output of the stage (GEMM1 unfused: 2N columns)
+  cuda::DeviceBuffer out_scale;  // block fp8 GEMM1: the activation scales (fused or not)
+  cuda::DeviceBuffer act_q;      // block fp8 GEMM1 unfused: the activation stage's e4m3 output
 };
 
 std::string first_line(const std::string& text) {
@@ -369,8 +376,12 @@ struct GemmWorkerBackend::Impl {
     const int n = std::clamp(static_cast<int>(kMaxInputCopyBytes / std::max<std::size_t>(h.data.size(), 1)),
                              1, std::max(count, 1));
     for (int i = 1; i < n; ++i) in.copies.push_back(copy_of(in.copies[0], *stream));
-    in.out = cuda::DeviceBuffer(static_cast<std::size_t>(M) * shape.topk *
-                                gemm::gemm_out_cols(shape, gemm_stage(shape, st, M)) * 2);
+    const std::size_t slots = static_cast<std::size_t>(M) * shape.topk;
+    in.out = cuda::DeviceBuffer(slots * n_out(shape, st) * 2);
+    if (st == tune::Stage::up && is_block(shape)) {
+      in.out_scale = cuda::DeviceBuffer(slots * (shape.N / (*shape.block_shape)[1]) * 4);
+      in.act_q = cuda::DeviceBuffer(std::max<std::size_t>(slots * shape.N, 16));
+    }
     stream->synchronize();
     return inputs.emplace(static_cast<int>(st), std::move(in)).first->second;
   }
@@ -431,11 +442,11 @@ std::vector<tune::MeasureReply> GemmWorkerBackend::compile(
   impl_->forget_finished_builds();
   std::vector<tune::MeasureReply> out(configs.size());
   std::vector<cuda::KernelSpec> specs;
-  // The GEMM that measuring at M runs; without M (0), GEMM1 of bf16/fp16 gets both epilogues,
-  // fused (decode sizes) and not (gemm::gemm1_stage).
-  std::vector<gemm::GemmStage> stages{gemm_stage(shape, stage, M > 0 ? M : 1)};
-  if (M <= 0 && stage == tune::Stage::up && !is_fp8(shape)) stages.push_back(gemm::GemmStage::up);
   for (std::size_t i = 0; i < configs.size(); ++i) {
+    // The GEMM that measuring at M runs; without M (0), a GEMM1 config that fuses at decode
+    // sizes gets both epilogues, fused and not (gemm::gemm1_stage).
+    std::vector<gemm::GemmStage> stages{gemm_stage(shape, stage, M > 0 ? M : 1, configs[i])};
+    if (M <= 0 && stages[0] == gemm::GemmStage::up_act) stages.push_back(gemm::GemmStage::up);
     try {
       for (gemm::GemmStage gs : stages)
         specs.push_back(gemm::gemm_kernel_spec(shape, configs[i], gs, impl_->info.arch()));
@@ -456,7 +467,7 @@ tune::MeasureReply GemmWorkerBackend::measure(const tune::MeasureRequest& r) {
   m.open();
   m.require_usable();
   tune::MeasureReply reply;
-  const gemm::GemmStage gs = gemm_stage(r.shape, r.stage, r.M);
+  const gemm::GemmStage gs = gemm_stage(r.shape, r.stage, r.M, r.config);
   cuda::KernelSpec spec;
   try {
     spec = gemm::gemm_kernel_spec(r.shape, r.config, gs, m.info.arch());
@@ -498,6 +509,7 @@ tune::MeasureReply GemmWorkerBackend::measure(const tune::MeasureRequest& r) {
       g.w = wt.data.as<const void>();
       g.w_scale = wt.scale_ptr();
       g.out = in.out.as<void>();
+      if (gs == gemm::GemmStage::up_act && is_block(r.shape)) g.out_scale = in.out_scale.as<float>();
       g.topk_weights = set.topk_weights.as<const float>();
       g.sorted_token_ids = set.sorted_token_ids.as<const std::int32_t>();
       g.expert_ids = set.expert_ids.as<const std::int32_t>();
@@ -517,8 +529,26 @@ tune::MeasureReply GemmWorkerBackend::measure(const tune::MeasureRequest& r) {
     mo.batch_replays = std::min(mo.batch_replays, mo.max_replays);
     const MoeShape& shape = r.shape;
     const KernelConfig& config = r.config;
+    // Block fp8 GEMM1 where the layer fuses the activation for configs that can
+    // (gemm::gemm1_stage): an unfused candidate is timed with the activation stage after it, so
+    // that both kinds are timed up to GEMM2's input (its e4m3 activation and scales).
+    const bool with_act = r.stage == tune::Stage::up && is_block(shape) &&
+                          gs == gemm::GemmStage::up && gemm::gemm1_fuse_band(shape, r.M);
+    if (with_act) {
+      if (const std::string failed = m.build(silu_mul_quant_spec(shape, m.info.arch()));
+          !failed.empty())
+        throw InputError("act", "silu_mul_quant", "compile failed: " + failed);
+    }
+    const std::string arch = m.info.arch();
     const bench::Samples s = bench::measure(
-        [&](CUstream st, int i) { gemm::launch_gemm(shape, config, args[i % rotation], st); }, mo);
+        [&](CUstream st, int i) {
+          gemm::launch_gemm(shape, config, args[i % rotation], st);
+          if (with_act)
+            launch_silu_mul_quant(shape, arch, in.out.as<const void>(), in.act_q.as<std::uint8_t>(),
+                                  in.out_scale.as<float>(),
+                                  sets[i % rotation].topk_ids.as<const std::int32_t>(), r.M, 0, st);
+        },
+        mo);
     reply.times_s = s.per_call_s;
     reply.clock = {{"default_mhz", s.clock.default_mhz},
                    {"median_mhz", s.clock.median_mhz},
@@ -544,7 +574,7 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
   m.open();
   m.require_usable();
   tune::CheckResult result;
-  const gemm::GemmStage gs = gemm_stage(r.shape, r.stage, r.M);
+  const gemm::GemmStage gs = gemm_stage(r.shape, r.stage, r.M, r.config);
   const MoeShape& s = r.shape;
   cuda::KernelSpec spec;
   try {
@@ -560,12 +590,17 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
   // wr: weight rows (2N for w13); no: output columns (N when GEMM1 fuses SiLU(gate)·up).
   const int wr = n_out(s, r.stage), no = gemm::gemm_out_cols(s, gs), kr = k_red(s, r.stage);
   const bool fused_act = gs == gemm::GemmStage::up_act;
+  // Block fp8 fused: e4m3 out with per-(slot, block_k group) scales (GEMM2's input).
+  const bool quant_out = fused_act && is_block(s);
+  const int group = quant_out ? (*s.block_shape)[1] : 0;
   const std::int64_t slots = std::int64_t(r.M) * s.topk;
   const Dtype act = activation_dtype(s.dtype);
   const std::uint64_t seed = mix(r.seed ^ 0xC0FFEEULL, static_cast<std::uint64_t>(r.M) * 2 + (r.stage == tune::Stage::up ? 0 : 1));
   RoutingSet routing;
   HostOperand a;
-  std::vector<std::uint16_t> got_all;
+  std::vector<std::uint16_t> got_all;  // 16-bit out
+  std::vector<std::uint8_t> got_q;     // quant_out: e4m3 out and its scales
+  std::vector<float> got_scale;
   try {
     m.use_shape(s);
     const StageWeights& w = m.stage_weights(s, r.stage, r.seed);
@@ -573,8 +608,10 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
     a = make_input(s, r.stage, r.M, mix(seed, 5));
     const DeviceSet set = upload(routing);
     const DeviceOperand da = upload(a);
-    cuda::DeviceBuffer out(static_cast<std::size_t>(slots) * no * 2);
-    out.fill_u8(0xFF);  // NaN in bf16/fp16: rows the kernel fails to write show up
+    cuda::DeviceBuffer out(static_cast<std::size_t>(slots) * no * (quant_out ? 1 : 2));
+    out.fill_u8(0xFF);  // NaN in bf16/fp16 and e4m3: rows the kernel fails to write show up
+    cuda::DeviceBuffer out_scale(quant_out ? static_cast<std::size_t>(slots) * (no / group) * 4 : 16);
+    out_scale.fill_u8(0xFF);
     const std::size_t ws_bytes = gemm::gemm_workspace_bytes(s, r.config, gs, r.M);
     cuda::DeviceBuffer ws(std::max<std::size_t>(ws_bytes, 16));
     gemm::GemmArgs g;
@@ -584,6 +621,7 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
     g.w = w.copies[0].data.as<const void>();
     g.w_scale = w.copies[0].scale_ptr();
     g.out = out.as<void>();
+    if (quant_out) g.out_scale = out_scale.as<float>();
     g.topk_weights = set.topk_weights.as<const float>();
     g.sorted_token_ids = set.sorted_token_ids.as<const std::int32_t>();
     g.expert_ids = set.expert_ids.as<const std::int32_t>();
@@ -596,7 +634,12 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
     }
     gemm::launch_gemm(s, r.config, g, *m.stream);
     m.stream->synchronize();
-    got_all = out.download_as<std::uint16_t>(static_cast<std::size_t>(slots) * no);
+    if (quant_out) {
+      got_q = out.download_as<std::uint8_t>(static_cast<std::size_t>(slots) * no);
+      got_scale = out_scale.download_as<float>(static_cast<std::size_t>(slots) * (no / group));
+    } else {
+      got_all = out.download_as<std::uint16_t>(static_cast<std::size_t>(slots) * no);
+    }
   } catch (const CudaError& e) {
     result.reason = "launch failed: " + first_line(e.what());
     m.lost = !m.context_usable();
@@ -606,12 +649,18 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
     return result;
   }
 
+  // The kernel's value at (slot, column n): 16-bit, or dequantized e4m3.
+  auto value = [&](std::int64_t slot, int n) {
+    if (!quant_out) return half_bits_to_double(act, got_all[slot * no + n]);
+    return e4m3_to_double(got_q[slot * no + n]) *
+           static_cast<double>(got_scale[slot * (no / group) + n / group]);
+  };
   // Every row of a slot on this rank (rank 0: experts [0, E)) must be written and finite.
   auto on_rank = [&](std::int64_t slot) { return routing.topk_ids[slot] < s.E; };
   for (std::int64_t slot = 0; slot < slots; ++slot) {
     if (!on_rank(slot)) continue;
     for (int n = 0; n < no; ++n) {
-      if (!std::isfinite(half_bits_to_double(act, got_all[slot * no + n]))) {
+      if (!std::isfinite(value(slot, n))) {
         result.rel_error = std::numeric_limits<double>::quiet_NaN();
         result.reason = fmt::format("output row {} (of {}) holds NaN/inf at column {}", slot,
                                     slots, n);
@@ -636,7 +685,8 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
   parallel_for(static_cast<std::int64_t>(rows.size()), [&](std::int64_t i) {
     const std::int64_t slot = rows[i];
     const std::int64_t arow = r.stage == tune::Stage::up ? slot / s.topk : slot;
-    std::vector<double> x(kr), wrow(kr), h(wr), act_ref(fused_act ? s.N : 0);
+    std::vector<double> x(kr), wrow(kr), h(wr), act_ref(fused_act ? s.N : 0),
+        act_q(quant_out ? s.N : 0), act_scale(quant_out ? s.N / group : 0);
     for (int k = 0; k < kr; ++k) {
       const std::size_t at = static_cast<std::size_t>(arow) * kr + k;
       if (is_fp8(s)) {
@@ -663,9 +713,14 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
       h[n] = acc * route;
     }
     if (fused_act) silu_mul_reference(h.data(), 1, s.N, act_ref.data());
+    if (quant_out) {  // rounded to the 16-bit activation, then quantized, as the kernel does
+      for (int n = 0; n < s.N; ++n)
+        act_ref[n] = half_bits_to_double(act, double_to_half_bits(act, act_ref[n]));
+      quant_fp8_group_reference(act_ref.data(), 1, s.N, group, act_q.data(), act_scale.data());
+    }
     for (int n = 0; n < no; ++n) {
-      ref[i * no + n] = fused_act ? act_ref[n] : h[n];
-      got[i * no + n] = half_bits_to_double(act, got_all[slot * no + n]);
+      ref[i * no + n] = quant_out ? act_q[n] : fused_act ? act_ref[n] : h[n];
+      got[i * no + n] = value(slot, n);
     }
   });
   result.rel_error = rows.empty() ? 0.0 : rel_error(got, ref);

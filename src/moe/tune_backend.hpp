@@ -8,9 +8,13 @@
 // token, aligned on the host with align_reference and uploaded) are made once and reused by every
 // config; the inputs (up: hidden [M, K]; down: the intermediate [M*topk, N], fp8 codes plus
 // scales for fp8) are random. bench::measure replays a CUDA graph of launch_gemm calls, call i on
-// routing set i % rotation (hot: set 0).
+// routing set i % rotation (hot: set 0). GEMM1 runs the epilogue the layer runs for that config
+// (gemm::gemm1_stage); for block fp8 at the sizes where a config can fuse the activation, an
+// unfused candidate is timed with the activation stage (silu_mul_quant) after it, so fused and
+// unfused candidates are both timed up to GEMM2's input.
 // check(): one launch on fresh random inputs into a poisoned output, against the fp64 reference
-// of that GEMM on >= 256 sampled output rows (every row when fewer), NaN/inf anywhere fails.
+// of that GEMM on >= 256 sampled output rows (every row when fewer), NaN/inf anywhere fails; a
+// fused block-fp8 GEMM1 against the quantized fp64 SiLU(gate)·up (dequantized on both sides).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -52,7 +56,8 @@ class GemmWorkerBackend : public tune::WorkerBackend {
   // Starts compiling the configs' kernels in the background (Jit::compile_many_async on
   // $MOETUNE_COMPILE_THREADS threads, default every core) and
   // answers at once: "ok" for each, "pruned" for a config the kernel cannot run on the shape.
-  // M > 0: only the GEMM1 epilogue that M runs (gemm::gemm1_stage); M = 0: both.
+  // M > 0: only the GEMM1 epilogue that M runs with each config (gemm::gemm1_stage); M = 0:
+  // both for a config that fuses at decode sizes.
   std::vector<tune::MeasureReply> compile(const MoeShape& shape, tune::Stage stage,
                                           const std::vector<KernelConfig>& configs,
                                           int M) override;

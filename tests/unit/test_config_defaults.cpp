@@ -88,13 +88,18 @@ TEST(ConfigDefaults, MoetuneDecodeUsesSmallTilesAndSplitK) {
 // blocks, over both budgets), up n64 k128 s4, down k64: 16-bit n64 s3 (more blocks than 4 per
 // SM, so the ring shrinks to fit 32 KB); block fp8 n64 s5 below one slot per expert (M < 32 at
 // topk 8 of 256), n128 s3 from it on (sm_90a) — where block fp8 on sm_90a does not swap A and
-// B, which it does (SWAP_AB 1: m16 n128 k128, up s3, down s2) at spe 0.25..8 (M = 8..256 here).
+// B, which it does (SWAP_AB 1: m16 n128 k128, up s3, down s2) at spe 0.25..8 (M = 8..256 here),
+// its up tile n256 (GEMM1 then writes the quantized activation) outside spe [0.375, 1)
+// (M = 12..31 here).
 TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
-  const KernelConfig swap_up{16, 128, 128, 1, 4, 3, 1, 1}, swap_down{16, 128, 128, 1, 4, 2, 1, 1};
+  const KernelConfig swap_up{16, 128, 128, 1, 4, 3, 1, 1}, swap_down{16, 128, 128, 1, 4, 2, 1, 1},
+      swap_up256{16, 256, 128, 1, 4, 3, 1, 1};
   for (const MoeShape* s : {&kQwenBf16, &kQwenFp8, &kDsv3Fp8}) {
     const bool fp8 = s->dtype == Dtype::fp8_w8a8;  // block fp8: swap-AB at every M here
     for (int M : {16, 31, 32, 63, 64, 127, 128, 256}) {
-      const KernelConfig up = fp8 ? swap_up : KernelConfig{16, 64, 128, 1, 4, 4, 1};
+      const KernelConfig up = !fp8 ? KernelConfig{16, 64, 128, 1, 4, 4, 1}
+                              : M < 32 ? swap_up
+                                       : swap_up256;
       KernelConfig down = fp8 ? swap_down : KernelConfig{16, 64, 64, 1, 4, 3, 1};
       if (fp8 && M >= 128) down.GROUP_SIZE_M = 32;  // from 4 slots per expert (M * 8 / 256)
       EXPECT_EQ(up_at(*s, M), up) << M;
@@ -130,28 +135,32 @@ TEST(ConfigDefaults, MoetuneSixteenBitUpTakesOneWave) {
   EXPECT_EQ(up_at(kQwenFp8, 8).SWAP_AB, 1);
 }
 
-// Block fp8 swaps from spe 1/16 (M = 2 at topk 8 of 256). Its up GEMM splits in two while its
-// tiles fill less than 3/4 of the SMs: M = 2 has 15.75 expected active experts x 512/128 up
-// columns = 63 tiles, M = 3 93, both below 0.75 x 132 = 99; M = 4 has 122. Down never splits.
+// Block fp8 swaps from spe 1/16 (M = 2 at topk 8 of 256), with the n256 up tile (below spe
+// 0.375). Its up GEMM splits in two while its tiles fill less than 3/4 of the SMs: M = 2 has
+// 15.75 expected active experts x 512/256 up columns = 31.5 tiles, M = 6 88, both below
+// 0.75 x 132 = 99; M = 7 has 100.6. Down never splits.
 TEST(ConfigDefaults, MoetuneBlockFp8SwapsFromTwoTokens) {
   const KernelConfig swap_down{16, 128, 128, 1, 4, 2, 1, 1};
   for (const MoeShape* s : {&kQwenFp8, &kDsv3Fp8}) {
-    for (int M : {2, 3})
-      EXPECT_EQ(up_at(*s, M), (KernelConfig{16, 128, 128, 1, 4, 3, 2, 1})) << M;
-    for (int M : {4, 5, 6, 7})
-      EXPECT_EQ(up_at(*s, M), (KernelConfig{16, 128, 128, 1, 4, 3, 1, 1})) << M;
+    for (int M : {2, 3, 4, 5, 6})
+      EXPECT_EQ(up_at(*s, M), (KernelConfig{16, 256, 128, 1, 4, 3, 2, 1})) << M;
+    EXPECT_EQ(up_at(*s, 7), (KernelConfig{16, 256, 128, 1, 4, 3, 1, 1}));
     for (int M : {2, 3, 4, 5, 6, 7}) EXPECT_EQ(down_at(*s, M), swap_down) << M;
   }
   // A reduction of fewer than six 128-deep K-tiles does not split: K = 512 is four.
   const MoeShape shallow = shape(256, 1, 256, 512, 8, Dtype::fp8_w8a8, kBlock128);
   EXPECT_EQ(up_at(shallow, 2).SWAP_AB, 1);
   EXPECT_EQ(up_at(shallow, 2).SPLIT_K, 1);
-  // On twice the SMs (a bound of 198 tiles) the same tiles split up to M = 6 (178 tiles; M = 7
-  // has 204).
+  // On twice the SMs (a bound of 198 tiles) the n256 tiles split up to M = 11 (151 tiles); at
+  // M = 12 the up tile is n128 (spe 0.375: 320 tiles).
   GpuSpec big = gpu(test::kH200);
   big.sm_count = 264;
-  EXPECT_EQ(moetune_default_config(kQwenFp8, big, 6, false).SPLIT_K, 2);
-  EXPECT_EQ(moetune_default_config(kQwenFp8, big, 7, false).SPLIT_K, 1);
+  EXPECT_EQ(moetune_default_config(kQwenFp8, big, 11, false).SPLIT_K, 2);
+  EXPECT_EQ(moetune_default_config(kQwenFp8, big, 12, false).SPLIT_K, 1);
+  EXPECT_EQ(moetune_default_config(kQwenFp8, big, 12, false).BLOCK_SIZE_N, 128);
+  // An intermediate size that is not a multiple of 128 keeps the n128 up tile.
+  const MoeShape narrow = shape(256, 1, 192, 3072, 8, Dtype::fp8_w8a8, kBlock128);
+  EXPECT_NE(up_at(narrow, 8).BLOCK_SIZE_N, 256);
 }
 
 // Swap-AB runs on wgmma: the RTX PRO 6000 (sm_120) and per-tensor fp8 (not measured) keep the

@@ -208,31 +208,88 @@ TEST(GemmSpec, FusedActInstance) {
   EXPECT_TRUE(gemm_stage_is_up(GemmStage::up_act));
   EXPECT_FALSE(gemm_stage_is_up(GemmStage::down));
   EXPECT_STREQ(to_string(GemmStage::up_act), "up_act");
-  // The layer fuses for 16-bit dtypes only, up to 8 slots per expert (E=256, topk 8: M <= 256).
+  // The layer fuses up to 8 slots per expert (E=256, topk 8: M <= 256): 16-bit dtypes with any
+  // config, block fp8 with a swap-AB tile whose blocks hold whole block_k groups (n256), never
+  // per-tensor fp8.
   for (const auto& s : {bf16, fp16}) {
-    EXPECT_EQ(gemm1_stage(s, 1), GemmStage::up_act);
-    EXPECT_EQ(gemm1_stage(s, 256), GemmStage::up_act);
-    EXPECT_EQ(gemm1_stage(s, 257), GemmStage::up);
-    EXPECT_EQ(gemm1_stage(s, 4096), GemmStage::up);
+    EXPECT_EQ(gemm1_stage(s, 1, c), GemmStage::up_act);
+    EXPECT_EQ(gemm1_stage(s, 256, c), GemmStage::up_act);
+    EXPECT_EQ(gemm1_stage(s, 257, c), GemmStage::up);
+    EXPECT_EQ(gemm1_stage(s, 4096, c), GemmStage::up);
   }
-  for (int64_t M : {1, 4096}) {
-    EXPECT_EQ(gemm1_stage(qwen_tp4(Dtype::fp8_w8a8, true), M), GemmStage::up);
-    EXPECT_EQ(gemm1_stage(qwen_tp4(Dtype::fp8_w8a8, false), M), GemmStage::up);
-  }
+  KernelConfig swap256 = cfg(16, 256, 128, 1, 4, 3), swap128 = cfg(16, 128, 128, 1, 4, 3),
+               swap256w16 = cfg(16, 256, 128, 1, 16, 3);
+  swap256.SWAP_AB = swap128.SWAP_AB = swap256w16.SWAP_AB = 1;
+  const auto fp8b = qwen_tp4(Dtype::fp8_w8a8, true), fp8t = qwen_tp4(Dtype::fp8_w8a8, false);
+  EXPECT_EQ(gemm1_stage(fp8b, 1, swap256), GemmStage::up_act);
+  EXPECT_EQ(gemm1_stage(fp8b, 256, swap256), GemmStage::up_act);
+  EXPECT_EQ(gemm1_stage(fp8b, 257, swap256), GemmStage::up);
+  EXPECT_EQ(gemm1_stage(fp8b, 8, swap128), GemmStage::up);     // 64 columns: half a group
+  EXPECT_EQ(gemm1_stage(fp8b, 8, swap256w16), GemmStage::up);  // 64 rows per warpgroup
+  EXPECT_EQ(gemm1_stage(fp8b, 8, cfg(16, 256, 128, 1, 4, 3)), GemmStage::up);  // not swap-AB
+  for (int64_t M : {1, 4096}) EXPECT_EQ(gemm1_stage(fp8t, M, swap256), GemmStage::up);
+  // N not a multiple of block_k (N = 192, block [64, 128]): never fused (a block's group would
+  // run past the row).
+  auto n192 = make_shape(64, 192, 2048, 6, Dtype::fp8_w8a8, false);
+  n192.block_shape = std::array<int, 2>{64, 128};
+  EXPECT_EQ(gemm1_stage(n192, 1, swap256), GemmStage::up);
+  // Every config gemm1_stage fuses is one gemm_kernel_spec accepts as up_act, and the configs it
+  // accepts as up that gemm1_stage leaves unfused are the ones it refuses as up_act (sm_90a).
+  int fused = 0, checked = 0;
+  for (const auto& shape : {fp8b, qwen_tp4(Dtype::bf16, false), n192,
+                            make_shape(256, 256, 7168, 8, Dtype::fp8_w8a8, true)})
+    for (int bm : {16, 32, 64, 128})
+      for (int bn : {64, 128, 256})
+        for (int bk : {64, 128})
+          for (int w : {4, 8, 16})
+            for (int sk : {1, 2, 4})
+              for (int swap : {0, 1}) {
+                KernelConfig k = cfg(bm, bn, bk, 1, w, 3, sk);
+                k.SWAP_AB = swap;
+                try {
+                  gemm_kernel_spec(shape, k, GemmStage::up, "sm_90a");
+                } catch (const InputError&) {
+                  continue;
+                }
+                ++checked;
+                bool accepts = true;
+                try {
+                  gemm_kernel_spec(shape, k, GemmStage::up_act, "sm_90a");
+                } catch (const InputError&) {
+                  accepts = false;
+                }
+                const bool fuses = gemm1_stage(shape, 1, k) == GemmStage::up_act;
+                EXPECT_EQ(fuses, accepts) << config_name(k);
+                fused += fuses && shape.dtype == Dtype::fp8_w8a8;
+              }
+  EXPECT_GT(checked, 100);
+  EXPECT_GT(fused, 4);
 }
 
 TEST(GemmSpec, FusedActRefusals) {
-  // fp8 keeps the separate activation stage (its intermediate is quantized per 128 columns).
-  for (bool block : {true, false}) {
+  // Per-tensor fp8 keeps its activation stages (the global amax comes first).
+  auto refused = [](const MoeShape& s, const KernelConfig& c, const char* field,
+                    const char* words) {
     try {
-      gemm_kernel_spec(qwen_tp4(Dtype::fp8_w8a8, block), cfg(16, 64, 128, 1, 4, 3),
-                       GemmStage::up_act, "sm_90a");
-      FAIL() << "fp8 with the fused activation accepted";
+      gemm_kernel_spec(s, c, GemmStage::up_act, "sm_90a");
+      ADD_FAILURE() << "fused activation accepted for " << config_name(c);
     } catch (const InputError& e) {
-      EXPECT_EQ(e.field(), "stage");
-      EXPECT_NE(std::string(e.what()).find("bf16/fp16"), std::string::npos) << e.what();
+      EXPECT_EQ(e.field(), field) << e.what();
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
     }
-  }
+  };
+  refused(qwen_tp4(Dtype::fp8_w8a8, false), cfg(16, 64, 128, 1, 4, 3), "stage", "per-tensor");
+  // Block fp8 fuses on the swap-AB path only, with whole 128-column groups per block.
+  const auto fp8b = qwen_tp4(Dtype::fp8_w8a8, true);
+  refused(fp8b, cfg(16, 256, 128, 1, 4, 3), "SWAP_AB", "swap-AB");
+  KernelConfig swap128 = cfg(16, 128, 128, 1, 4, 3);
+  swap128.SWAP_AB = 1;
+  refused(fp8b, swap128, "BLOCK_SIZE_N", "multiple of block_k");
+  KernelConfig swap256 = swap128;
+  swap256.BLOCK_SIZE_N = 256;
+  const auto spec = gemm_kernel_spec(fp8b, swap256, GemmStage::up_act, "sm_90a");
+  EXPECT_EQ(spec.name, "moe_gemm_up_act_fp8b_wgmma_m16n256k128_g1_w4_s3_sk1_ab1_N256_K3072_topk8_b128x128");
+  EXPECT_EQ(spec.template_args[14].second, "1");  // FUSED_ACT
   // N not a multiple of 8: the gate/up halves would not be whole n8 chunks.
   try {
     gemm_kernel_spec(make_shape(64, 100, 2048, 6, Dtype::bf16, false), cfg(16, 64, 128, 1, 4, 3),
@@ -250,7 +307,12 @@ TEST(GemmSpec, FusedActRefusals) {
   EXPECT_NE(std::string(r).find("multiple of 8"), std::string::npos);
   EXPECT_NE(tm::gemm_act_violation(true, false, 256, 8), nullptr);
   EXPECT_NE(tm::gemm_act_violation(false, false, 256, 64), nullptr);  // down
-  EXPECT_NE(tm::gemm_act_violation(true, true, 256, 64), nullptr);    // fp8
+  EXPECT_NE(tm::gemm_act_violation(true, tm::kDtypeFp8Tensor, 256, 64), nullptr);
+  EXPECT_NE(tm::gemm_act_violation(true, tm::kDtypeFp8Block, 256, 128), nullptr);  // not swap-AB
+  EXPECT_NE(tm::gemm_act_violation(true, tm::kDtypeFp8Block, 256, 128, true, 128, 128), nullptr);
+  EXPECT_EQ(tm::gemm_act_violation(true, tm::kDtypeFp8Block, 256, 256, true, 256, 128), nullptr);
+  EXPECT_NE(tm::gemm_act_violation(true, tm::kDtypeFp8Block, 256, 256, true, 256, 64), nullptr);
+  EXPECT_NE(tm::gemm_act_violation(true, tm::kDtypeFp8Block, 192, 256, true, 256, 128), nullptr);
   EXPECT_NE(tm::gemm_act_violation(true, false, 196, 64), nullptr);   // N % 8
   // Every config of the classic space that the tile rules accept also fuses (bf16, sm_80 mma and
   // sm_90a wgmma slices), N-tails included (N = 192 with BLOCK_SIZE_N 256: 128 columns per tile).

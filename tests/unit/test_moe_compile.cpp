@@ -40,7 +40,8 @@ TEST(MoeCompileOnly, SetCoversEveryKernel) {
 }
 
 // GEMM1 with SiLU(gate)·up fused (FUSED_ACT = 1) is in every target's set, bf16 and fp16, on the
-// mma.sync kernel and (sm_90a) the wgmma kernel; never for fp8.
+// mma.sync kernel and (sm_90a) the wgmma kernel; block fp8 on sm_90a's swap-AB wgmma kernel only;
+// never per-tensor fp8.
 TEST(MoeCompileOnly, SetHasTheFusedActivationGemm) {
   for (const char* arch : {"sm_80", "sm_89", "sm_90a", "sm_120"}) {
     std::set<std::string> fused;
@@ -50,7 +51,10 @@ TEST(MoeCompileOnly, SetHasTheFusedActivationGemm) {
         if (k == "FUSED_ACT" && v == "1") act = true;
       EXPECT_EQ(act, s.name.find("moe_gemm_up_act_") == 0) << s.name;
       if (!act) continue;
-      EXPECT_EQ(s.name.find("fp8"), std::string::npos) << s.name;
+      // fp8: block-wise only, on the swap-AB (wgmma, sm_90a) kernel.
+      EXPECT_EQ(s.name.find("fp8t"), std::string::npos) << s.name;
+      if (s.name.find("fp8b") != std::string::npos)
+        EXPECT_EQ(s.file, "moe_gemm_wgmma_sm90a.cuh") << s.name;
       fused.insert(s.file + " " + s.name.substr(std::string("moe_gemm_up_act_").size(), 4));
     }
     EXPECT_TRUE(fused.count("moe_gemm_mma.cuh bf16")) << arch;
@@ -58,6 +62,7 @@ TEST(MoeCompileOnly, SetHasTheFusedActivationGemm) {
     if (std::string(arch) == "sm_90a") {
       EXPECT_TRUE(fused.count("moe_gemm_wgmma_sm90a.cuh bf16")) << arch;
       EXPECT_TRUE(fused.count("moe_gemm_wgmma_sm90a.cuh fp16")) << arch;
+      EXPECT_TRUE(fused.count("moe_gemm_wgmma_sm90a.cuh fp8b")) << arch;
     }
   }
 }

@@ -135,14 +135,16 @@ TEST(MoeFused, WorkspaceLayoutIsDisjointAligned) {
 
 // bf16/fp16 at decode sizes (M <= 256 here: 8 slots per expert): GEMM1 writes SiLU(gate)·up into
 // `act` itself, so the [M*topk, 2N] intermediate has no room in the workspace (it never reaches
-// memory); above that, and for fp8, it keeps its room. A max_M workspace still serves every M.
+// memory); above that it keeps its room. Block fp8 fuses where the up config can (the default
+// swap-AB n256 tile at M = 64 here, not the n128 one at M = 16): with such a mixed table h keeps
+// its room at every M (which M fuse need not be monotone). A max_M workspace serves every M.
 TEST(MoeFused, Bf16WorkspaceHasNoGemm1Intermediate) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   for (const char* d : {"bf16", "fp16"}) {
     FusedMoe f(deepseek(d), h200);
     for (std::int64_t M : {1, 256, 257, 4096}) {
       const bool fused = M <= 256;
-      EXPECT_EQ(gemm1_fuses_act(f.shape(), M), fused) << d << " M=" << M;
+      EXPECT_EQ(gemm1_fuses_act(f.shape(), M, f.up_config(M)), fused) << d << " M=" << M;
       const MoeWorkspaceLayout L = f.workspace_layout(M);
       EXPECT_EQ(L.gemm1_fused_act, fused);
       const std::size_t slots = std::size_t(M) * f.shape().topk;
@@ -156,10 +158,15 @@ TEST(MoeFused, Bf16WorkspaceHasNoGemm1Intermediate) {
     }
   }
   FusedMoe f8(deepseek("fp8_block"), h200);
-  EXPECT_FALSE(gemm1_fuses_act(f8.shape(), 1));
+  EXPECT_EQ(f8.up_config(64).BLOCK_SIZE_N, 256);
+  EXPECT_EQ(f8.up_config(16).BLOCK_SIZE_N, 128);
+  EXPECT_TRUE(gemm1_fuses_act(f8.shape(), 64, f8.up_config(64)));
+  EXPECT_FALSE(gemm1_fuses_act(f8.shape(), 16, f8.up_config(16)));
+  EXPECT_FALSE(f8.workspace_layout(16).gemm1_fused_act);
   const MoeWorkspaceLayout L8 = f8.workspace_layout(64);
-  EXPECT_FALSE(L8.gemm1_fused_act);
+  EXPECT_TRUE(L8.gemm1_fused_act);
   EXPECT_GE(L8.act - L8.h, std::size_t(64) * 8 * 2 * f8.shape().N * 2);
+  EXPECT_LE(L8.total, f8.workspace_bytes(4096));
   // Block fp8: the activation stage writes act_q from h in one kernel; `act` has no room.
   EXPECT_TRUE(L8.act_quant_fused);
   EXPECT_EQ(L8.act_q, L8.act);
@@ -170,6 +177,31 @@ TEST(MoeFused, Bf16WorkspaceHasNoGemm1Intermediate) {
   EXPECT_GE(Lt.act_q - Lt.act, std::size_t(64) * 8 * f8.shape().N * 2);
 }
 
+// A block-fp8 table whose up configs all fuse (swap-AB n256): h has no room where GEMM1 fuses
+// (up to 8 slots per expert) and its room from there on, as for bf16; one that cannot fuse keeps
+// h's room; a table mixing them keeps it at every M.
+TEST(MoeFused, BlockFp8FusedTableWorkspace) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  const KernelConfig n256{16, 256, 128, 1, 4, 3, 1, 1}, n128{16, 128, 128, 1, 4, 3, 1, 1},
+      down{16, 128, 128, 1, 4, 2, 1, 1};
+  const MoeShape s = deepseek("fp8_block");
+  FusedMoe fused(s, h200, ConfigTable{{8, n256}, {4096, n256}}, ConfigTable{{8, down}, {4096, down}});
+  const MoeWorkspaceLayout L8 = fused.workspace_layout(8);
+  EXPECT_TRUE(L8.gemm1_fused_act);
+  EXPECT_EQ(L8.h, L8.act);  // zero bytes
+  const MoeWorkspaceLayout L4096 = fused.workspace_layout(4096);
+  EXPECT_FALSE(L4096.gemm1_fused_act);
+  EXPECT_GE(L4096.act - L4096.h, std::size_t(4096) * 8 * 2 * s.N * 2);
+  FusedMoe mixed(s, h200, ConfigTable{{8, n256}, {16, n128}}, ConfigTable{{8, down}, {16, down}});
+  EXPECT_TRUE(mixed.workspace_layout(8).gemm1_fused_act);
+  EXPECT_FALSE(mixed.workspace_layout(16).gemm1_fused_act);
+  for (std::int64_t M : {8, 16}) {
+    const MoeWorkspaceLayout L = mixed.workspace_layout(M);
+    EXPECT_GE(L.act - L.h, std::size_t(M) * 8 * 2 * s.N * 2) << M;
+    EXPECT_LE(L.total, mixed.workspace_bytes(16)) << M;
+  }
+}
+
 // Block fp8's activation stage: read h, write the fp8 activation and its scales (no 16-bit
 // round trip); per-tensor fp8 writes SiLU·up, reads it back and writes the fp8 copy.
 TEST(MoeFused, Fp8ActivationStageBytes) {
@@ -178,9 +210,9 @@ TEST(MoeFused, Fp8ActivationStageBytes) {
   tensor.block_shape.reset();
   const std::int64_t M = 64;
   const double slots = double(M) * f8.topk * double(f8.E) / f8.E_global, N = f8.N;
-  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::act, M, true).bytes,
+  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::act, M, true, false).bytes,
                    slots * 2 * N * 2 + slots * N + slots * (N / 128) * 4);
-  EXPECT_DOUBLE_EQ(moe::stage_cost(tensor, MoeStage::act, M, true).bytes,
+  EXPECT_DOUBLE_EQ(moe::stage_cost(tensor, MoeStage::act, M, true, false).bytes,
                    slots * 2 * N * 2 + slots * N * 2 + slots * N * 2 + slots * N);
 }
 
@@ -192,15 +224,16 @@ TEST(MoeFused, RoutingAlignsAtDecodeSizes) {
   EXPECT_FALSE(routing_fuses_align(f8, 5, true));  // M = 8 measured no faster, M = 32 slower
   EXPECT_FALSE(routing_fuses_align(f8, 4, false));  // precomputed topk_ids: align alone
   const MoeShape bf = deepseek("bf16");
-  EXPECT_STREQ(stage_name(MoeStage::routing, bf, 4), "routing+align");
-  EXPECT_STREQ(stage_name(MoeStage::align, bf, 4), "align (in routing)");
-  EXPECT_STREQ(stage_name(MoeStage::routing, bf, 5), "routing");
-  EXPECT_STREQ(stage_name(MoeStage::routing, bf, 64), "routing");
-  EXPECT_STREQ(stage_name(MoeStage::align, bf, 64), "align");
-  EXPECT_EQ(moe::stage_cost(f8, MoeStage::align, 4, true).bytes, 0);
-  EXPECT_GT(moe::stage_cost(f8, MoeStage::align, 4, false).bytes, 0);
+  const KernelConfig c{16, 64, 128, 1, 4, 3, 1};
+  EXPECT_STREQ(stage_name(MoeStage::routing, bf, 4, c), "routing+align");
+  EXPECT_STREQ(stage_name(MoeStage::align, bf, 4, c), "align (in routing)");
+  EXPECT_STREQ(stage_name(MoeStage::routing, bf, 5, c), "routing");
+  EXPECT_STREQ(stage_name(MoeStage::routing, bf, 64, c), "routing");
+  EXPECT_STREQ(stage_name(MoeStage::align, bf, 64, c), "align");
+  EXPECT_EQ(moe::stage_cost(f8, MoeStage::align, 4, true, false).bytes, 0);
+  EXPECT_GT(moe::stage_cost(f8, MoeStage::align, 4, false, false).bytes, 0);
   const double slots = 4.0 * f8.topk, local = slots * double(f8.E) / f8.E_global;
-  EXPECT_DOUBLE_EQ(moe::stage_cost(bf, MoeStage::routing, 4, true).bytes,
+  EXPECT_DOUBLE_EQ(moe::stage_cost(bf, MoeStage::routing, 4, true, true).bytes,
                    4.0 * f8.E_global * 4 + slots * 8 + local * 4);
 }
 
@@ -216,46 +249,60 @@ TEST(MoeFused, RoutingQuantizesBlockFp8) {
   EXPECT_FALSE(routing_fuses_quant(f8, false));
   EXPECT_FALSE(routing_fuses_quant(tensor, true));
   EXPECT_FALSE(routing_fuses_quant(bf, true));
-  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 4), "routing+align+quant");
-  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 64), "routing+quant");
-  EXPECT_STREQ(stage_name(MoeStage::quant, f8, 64), "quant (in routing)");
-  EXPECT_STREQ(stage_name(MoeStage::quant, tensor, 64), "quant");
+  const KernelConfig c{16, 64, 128, 1, 4, 3, 1};
+  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 4, c), "routing+align+quant");
+  EXPECT_STREQ(stage_name(MoeStage::routing, f8, 64, c), "routing+quant");
+  EXPECT_STREQ(stage_name(MoeStage::quant, f8, 64, c), "quant (in routing)");
+  EXPECT_STREQ(stage_name(MoeStage::quant, tensor, 64, c), "quant");
   const std::int64_t M = 64;
   const double m = double(M), K = f8.K;
   const double quant_bytes = m * K * 2 + m * K + m * (K / 128) * 4;
-  EXPECT_EQ(moe::stage_cost(f8, MoeStage::quant, M, true).bytes, 0);
-  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::quant, M, false).bytes, quant_bytes);
-  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::routing, M, true).bytes,
-                   moe::stage_cost(bf, MoeStage::routing, M, true).bytes + quant_bytes);
+  EXPECT_EQ(moe::stage_cost(f8, MoeStage::quant, M, true, false).bytes, 0);
+  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::quant, M, false, false).bytes, quant_bytes);
+  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::routing, M, true, false).bytes,
+                   moe::stage_cost(bf, MoeStage::routing, M, true, true).bytes + quant_bytes);
 }
 
 TEST(MoeFused, StageNamesAndCostsSayTheActivationIsInGemm1) {
   const MoeShape bf = deepseek("bf16"), f8 = deepseek("fp8_block");
-  EXPECT_STREQ(stage_name(MoeStage::gemm1, bf, 64), "gemm1+act");
-  EXPECT_STREQ(stage_name(MoeStage::act, bf, 64), "act (in gemm1)");
-  EXPECT_STREQ(stage_name(MoeStage::gemm1, bf, 4096), "gemm1");
-  EXPECT_STREQ(stage_name(MoeStage::act, bf, 4096), "act");
-  EXPECT_STREQ(stage_name(MoeStage::gemm1, f8, 64), "gemm1");
-  EXPECT_STREQ(stage_name(MoeStage::act, f8, 64), "act");
-  EXPECT_STREQ(stage_name(MoeStage::gemm2, bf, 64), "gemm2");
+  const KernelConfig c{16, 64, 128, 1, 4, 3, 1}, swap128{16, 128, 128, 1, 4, 3, 1, 1},
+      swap256{16, 256, 128, 1, 4, 3, 1, 1};
+  EXPECT_STREQ(stage_name(MoeStage::gemm1, bf, 64, c), "gemm1+act");
+  EXPECT_STREQ(stage_name(MoeStage::act, bf, 64, c), "act (in gemm1)");
+  EXPECT_STREQ(stage_name(MoeStage::gemm1, bf, 4096, c), "gemm1");
+  EXPECT_STREQ(stage_name(MoeStage::act, bf, 4096, c), "act");
+  EXPECT_STREQ(stage_name(MoeStage::gemm1, f8, 64, swap128), "gemm1");
+  EXPECT_STREQ(stage_name(MoeStage::act, f8, 64, swap128), "act");
+  EXPECT_STREQ(stage_name(MoeStage::gemm1, f8, 64, swap256), "gemm1+act");
+  EXPECT_STREQ(stage_name(MoeStage::act, f8, 64, swap256), "act (in gemm1)");
+  EXPECT_STREQ(stage_name(MoeStage::gemm2, bf, 64, c), "gemm2");
   const std::int64_t M = 64;
-  EXPECT_EQ(moe::stage_cost(bf, MoeStage::act, M, true).bytes, 0);
-  EXPECT_GT(moe::stage_cost(f8, MoeStage::act, M, true).bytes, 0);
-  // gemm1 writes [slots, N] instead of [slots, 2N]; the FLOPs stay those of the 2N columns.
+  EXPECT_EQ(moe::stage_cost(bf, MoeStage::act, M, true, true).bytes, 0);
+  EXPECT_EQ(moe::stage_cost(f8, MoeStage::act, M, true, true).bytes, 0);
+  EXPECT_GT(moe::stage_cost(f8, MoeStage::act, M, true, false).bytes, 0);
+  // gemm1 writes [slots, N] instead of [slots, 2N] (block fp8: e4m3 and a scale per 128
+  // columns); the FLOPs stay those of the 2N columns.
   const double slots = double(M) * bf.topk * double(bf.E) / bf.E_global;
-  const auto g1 = moe::stage_cost(bf, MoeStage::gemm1, M, true);
+  const auto g1 = moe::stage_cost(bf, MoeStage::gemm1, M, true, true);
   EXPECT_DOUBLE_EQ(g1.flops, 2.0 * slots * 2 * bf.N * bf.K);
+  EXPECT_DOUBLE_EQ(moe::stage_cost(bf, MoeStage::gemm1, M, true, false).bytes - g1.bytes,
+                   slots * bf.N * 2);
+  EXPECT_DOUBLE_EQ(moe::stage_cost(f8, MoeStage::gemm1, M, true, false).bytes -
+                       moe::stage_cost(f8, MoeStage::gemm1, M, true, true).bytes,
+                   slots * 2 * f8.N * 2 - slots * f8.N - slots * (f8.N / 128) * 4);
 }
 
 TEST(MoeFused, StageCostsAddUpToTheRooflineFlops) {
   const MoeShape s = deepseek("fp8_block");
   const std::int64_t M = 64;
-  const auto g1 = moe::stage_cost(s, MoeStage::gemm1, M, true);
-  const auto g2 = moe::stage_cost(s, MoeStage::gemm2, M, true);
+  const auto g1 = moe::stage_cost(s, MoeStage::gemm1, M, true, false);
+  const auto g2 = moe::stage_cost(s, MoeStage::gemm2, M, true, false);
   EXPECT_DOUBLE_EQ(g1.flops + g2.flops, 6.0 * M * s.topk * s.N * s.K);  // DESIGN's roofline flops
-  EXPECT_EQ(moe::stage_cost(moe::with_dtype_variant(s, "bf16"), MoeStage::quant, M, true).bytes, 0);
-  EXPECT_EQ(moe::stage_cost(s, MoeStage::routing, M, false).bytes, 0);  // precomputed top-k
-  EXPECT_GT(moe::stage_cost(s, MoeStage::align, M, true).bytes, 0);
+  EXPECT_EQ(moe::stage_cost(moe::with_dtype_variant(s, "bf16"), MoeStage::quant, M, true, true)
+                .bytes,
+            0);
+  EXPECT_EQ(moe::stage_cost(s, MoeStage::routing, M, false, false).bytes, 0);  // precomputed top-k
+  EXPECT_GT(moe::stage_cost(s, MoeStage::align, M, true, false).bytes, 0);
 }
 
 }  // namespace
