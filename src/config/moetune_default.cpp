@@ -87,7 +87,10 @@ bool block_fp8_fused_act_up(const MoeShape& shape, double spe) {
   return shape.block_shape && (*shape.block_shape)[1] == 128 && shape.N % 128 == 0 &&
          !(spe >= 0.375 && spe < 1.0);
 }
-// Swap-AB up GEMM tiles (M-tiles x n128 tiles) below this share of the SMs: SPLIT_K 2. Measured
+// Swap-AB up GEMM tiles (M-tiles x N-tiles: blocks) below this share of the SMs: SPLIT_K 2.
+// Calibrated with n128 tiles (below); with the n256 tile of block_fp8_fused_act_up the same
+// block count splits at M = 2..6 on the anchors, measured at M = 3, 4 only (DeepSeek-V3, layer
+// -0.6%, -0.2% against n128 at SPLIT_K 2, 1: twelfth session, call 15). Measured
 // (same call, layer, SPLIT_K 1 / 2 / 4 / 8): at about 62 and 93 tiles on 132 SMs (M = 2, 3 on
 // both anchors) split 2 was 4-10% ahead of split 1 (Qwen3.5 M = 3: 0.4% behind), split 4 within
 // 3% of 2, split 8 behind; at 122 tiles (M = 4) 1 and 2 were within 3.5% either way; from about

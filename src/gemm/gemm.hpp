@@ -32,7 +32,8 @@ bool gemm_stage_is_up(GemmStage s);  // up or up_act (w13, reduction over K)
 int gemm_out_cols(const MoeShape& shape, GemmStage s);
 // How the layer runs GEMM1 for M tokens with the up config `up`: up_act at decode sizes (M*topk
 // <= 8 slots per expert of the model) where `up` can fuse: bf16/fp16 unswapped always, swap-AB
-// with a gate and an up m64 slice per warpgroup, block fp8 on swap-AB only with BLOCK_SIZE_N / 2
+// with a gate and an up m64 slice per warpgroup (the only 16-bit swap-AB tiles validate_config
+// admits), block fp8 on swap-AB only with BLOCK_SIZE_N / 2
 // a multiple of block_k (e.g. n256 for block_k 128: tile_math::gemm_act_violation); up
 // otherwise (per-tensor fp8 always). Every config it fuses is one gemm_kernel_spec accepts as
 // up_act. At larger M the fused

@@ -170,7 +170,8 @@ GemmStage gemm1_stage(const MoeShape& shape, int64_t M, const KernelConfig& up) 
   // whole n8 pairs); block fp8 fuses on the swap-AB path only.
   if (up.SWAP_AB != 1) return code == tm::kDtypeFp8Block ? GemmStage::up : GemmStage::up_act;
   // Swap-AB (sm_90a wherever it runs at all): a gate and an up slice per warpgroup, and for
-  // block fp8 whole quantization groups per block.
+  // block fp8 whole quantization groups per block. (validate_config admits only the 16-bit
+  // swap-AB tiles that fuse: config/kernel_rules.hpp.)
   const bool fusable =
       act_violation(shape, up, up.BLOCK_SIZE_N / std::max(1, up.num_warps / 4)) == nullptr &&
       tm::gemm_swapab_violation(up.BLOCK_SIZE_M, up.BLOCK_SIZE_N, up.BLOCK_SIZE_K, up.num_warps,

@@ -285,8 +285,7 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   L.gemm1_fused_act = gemm1_fuses_act(s, M, up_config(M));
   // h has no room where GEMM1 fuses, if every up config can fuse: fusion then depends on M
   // alone (up to a size), so h grows from 0 with M and offsets stay monotone. A table with a
-  // config that cannot (block fp8's n128 tiles, swap-AB 16-bit tiles of one m64 slice per
-  // warpgroup) keeps h's room at every M.
+  // config that cannot (block fp8's unswapped or n128 tiles) keeps h's room at every M.
   bool every_up_fuses = true;
   for (const auto& [k, c] : impl_->up)
     every_up_fuses = every_up_fuses && gemm1_fuses_act(s, 1, c);

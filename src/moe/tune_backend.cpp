@@ -531,13 +531,19 @@ tune::MeasureReply GemmWorkerBackend::measure(const tune::MeasureRequest& r) {
     const KernelConfig& config = r.config;
     // Block fp8 GEMM1 where the layer fuses the activation for configs that can
     // (gemm::gemm1_stage): an unfused candidate is timed with the activation stage after it, so
-    // that both kinds are timed up to GEMM2's input (its e4m3 activation and scales).
+    // that both kinds are timed up to GEMM2's input (its e4m3 activation and scales). 16-bit
+    // GEMM1 needs no such pairing: validate_config admits only 16-bit tiles that fuse
+    // (config/kernel_rules.hpp), so every 16-bit candidate in the band is fused.
     const bool with_act = r.stage == tune::Stage::up && is_block(shape) &&
                           gs == gemm::GemmStage::up && gemm::gemm1_fuse_band(shape, r.M);
     if (with_act) {
       if (const std::string failed = m.build(silu_mul_quant_spec(shape, m.info.arch()));
-          !failed.empty())
-        throw InputError("act", "silu_mul_quant", "compile failed: " + failed);
+          !failed.empty()) {
+        reply.status = tune::CandidateStatus::compile_failed;
+        reply.reason = "the activation stage timed with it: " + failed;
+        reply.measure_s = seconds_since(t0);
+        return reply;
+      }
     }
     const std::string arch = m.info.arch();
     const bench::Samples s = bench::measure(
