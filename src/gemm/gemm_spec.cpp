@@ -173,7 +173,7 @@ GemmStage gemm1_stage(const MoeShape& shape, int64_t M, const KernelConfig& up) 
   // block fp8 whole quantization groups per block. (validate_config admits only the 16-bit
   // swap-AB tiles that fuse: config/kernel_rules.hpp.)
   const bool fusable =
-      act_violation(shape, up, up.BLOCK_SIZE_N / std::max(1, up.num_warps / 4)) == nullptr &&
+      act_violation(shape, up, act_slice(shape, up, "sm_90a")) == nullptr &&
       tm::gemm_swapab_violation(up.BLOCK_SIZE_M, up.BLOCK_SIZE_N, up.BLOCK_SIZE_K, up.num_warps,
                                 weight_bytes(shape.dtype), code == tm::kDtypeFp8Block,
                                 true) == nullptr;

@@ -130,6 +130,9 @@ struct FusedMoe::Impl {
   MoeShape shape;
   GpuSpec gpu;
   ConfigTable up, down;
+  // Every up config can fuse the activation at small M (gemm1_fuses_act): then h needs no room
+  // where GEMM1 fuses (workspace_layout). Fixed with the table, so set once.
+  bool every_up_fuses = true;
   FusedMoeOptions opts;
   std::string arch;
   bool pdl = false;  // opts.pdl on an sm_90+ arch: every stage launch asks for PDL
@@ -172,6 +175,8 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
   impl_->gpu = gpu;
   impl_->up = std::move(up);
   impl_->down = std::move(down);
+  for (const auto& [k, c] : impl_->up)
+    impl_->every_up_fuses = impl_->every_up_fuses && gemm1_fuses_act(shape, 1, c);
   impl_->arch = opts.arch.empty() ? gpu.arch() : opts.arch;
   impl_->pdl = opts.pdl && arch_supports_pdl(impl_->arch);
   impl_->opts = std::move(opts);
@@ -286,10 +291,7 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   // h has no room where GEMM1 fuses, if every up config can fuse: fusion then depends on M
   // alone (up to a size), so h grows from 0 with M and offsets stay monotone. A table with a
   // config that cannot (block fp8's unswapped or n128 tiles) keeps h's room at every M.
-  bool every_up_fuses = true;
-  for (const auto& [k, c] : impl_->up)
-    every_up_fuses = every_up_fuses && gemm1_fuses_act(s, 1, c);
-  L.h = take(L.gemm1_fused_act && every_up_fuses ? 0 : slots * 2 * s.N * act_bytes);
+  L.h = take(L.gemm1_fused_act && impl_->every_up_fuses ? 0 : slots * 2 * s.N * act_bytes);
   L.act_quant_fused = block_fp8(s);  // the activation stage writes act_q directly
   L.act = take(L.act_quant_fused ? 0 : slots * s.N * act_bytes);
   L.act_q = take(fp8(s) ? slots * s.N : 0);
