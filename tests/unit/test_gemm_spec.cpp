@@ -285,6 +285,12 @@ TEST(GemmSpec, FusedActRefusals) {
   KernelConfig swap128 = cfg(16, 128, 128, 1, 4, 3);
   swap128.SWAP_AB = 1;
   refused(fp8b, swap128, "BLOCK_SIZE_N", "multiple of block_k");
+  // N = 192 with block [64, 128]: a block's 128-column group would run past the row.
+  auto n192 = make_shape(64, 192, 2048, 6, Dtype::fp8_w8a8, false);
+  n192.block_shape = std::array<int, 2>{64, 128};
+  KernelConfig swap256_n192 = swap128;
+  swap256_n192.BLOCK_SIZE_N = 256;
+  refused(n192, swap256_n192, "N", "N to be a multiple of block_k");
   KernelConfig swap256 = swap128;
   swap256.BLOCK_SIZE_N = 256;
   const auto spec = gemm_kernel_spec(fp8b, swap256, GemmStage::up_act, "sm_90a");
