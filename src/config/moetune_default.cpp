@@ -83,9 +83,27 @@ bool block_fp8_decode_swap(const MoeShape& shape, const GpuSpec& gpu, double spe
 // only (the wave count of the n256 grid, 2 blocks per SM, is the likely cause of the band); not
 // measured: block_k other than 128 (the group must fill half the tile), other GPUs (swap-AB is
 // sm_90a only).
+bool block_fp8_up_can_fuse(const MoeShape& shape) {
+  return shape.block_shape && (*shape.block_shape)[1] == 128 && shape.N % 128 == 0;
+}
 bool block_fp8_fused_act_up(const MoeShape& shape, double spe) {
-  return shape.block_shape && (*shape.block_shape)[1] == 128 && shape.N % 128 == 0 &&
-         !(spe >= 0.375 && spe < 1.0);
+  return block_fp8_up_can_fuse(shape) && !(spe >= 0.375 && spe < 1.0);
+}
+// The fused n256 up tile at num_stages 2 (3 blocks per SM by shared memory on the H200, 70 KB)
+// instead of 3 (2 per SM, 105 KB) where its grid outgrows one wave at 3 stages but fits one at
+// 2; this also takes the n256 tile (and the fused activation) into the band above from that
+// point. Layer A/B on one H200 against the defaults before this rule
+// (bench/results/2026-12-01_h200_thirteenth_session.md, call 4, tables
+// bench/tables/fp8_up_n256s2, two interleaved runs a side), Qwen3.5 TP4 / DeepSeek-V3 TP8 fp8,
+// expected up blocks (2 per active expert) in parentheses, 264 resident at s3, 396 at s2:
+// M = 24 (273) -2.4% / -0.7%, 28 (302) -5.4% / -3.8%, 32 (326) -2.0% / -2.4%, 40 (368)
+// -0.7% / -1.2%; outside it s2 lost: M = 8 (114) +3.4% / +4.6%, 20 (241) -0.5% / +0.4%, 48
+// (407) +3.5% / +3.1%, 64 (444) +5.2% / +6.0%, 128, 256 +1.6..+2.7%. The rule itself against
+// the defaults before it (call 5, another H200): M = 23, 24, 32, 40 -1.8, -2.5, -1.6, -0.9%
+// (Qwen3.5) and -0.4, -0.8, -2.5, -1.4% (DeepSeek-V3); M = 46 (393 blocks) and the sizes it
+// leaves alone within +-0.2%. Measured on E = 256, topk 8 only.
+bool n256_up_one_wave_at_s2(double blocks, const GpuSpec& gpu, int smem_s3, int smem_s2) {
+  return blocks > resident_blocks(gpu, smem_s3) && blocks <= resident_blocks(gpu, smem_s2);
 }
 // Swap-AB up GEMM tiles (M-tiles x N-tiles: blocks) below this share of the SMs: SPLIT_K 2.
 // Calibrated with n128 tiles (below); with the n256 tile of block_fp8_fused_act_up the same
@@ -315,14 +333,24 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     // Up: n256 (block_fp8_fused_act_up says where), so that a block holds a whole block_k group
     // of gate and up columns and GEMM1's epilogue writes the quantized SiLU(gate)·up itself
     // (gemm::gemm1_stage): no activation stage. The n128 tile where n256 does not fit.
-    if (!down && block_fp8_fused_act_up(shape, spe)) {
-      KernelConfig wide = sw;
-      wide.BLOCK_SIZE_N = 256;
-      if (swap_fits(wide)) sw = wide;
+    // Up tiles (M-tiles x N-tiles: blocks) of a config.
+    auto up_tiles = [&](const KernelConfig& k) {
+      return active_experts * std::ceil(slots_per_active / k.BLOCK_SIZE_M) *
+             std::ceil(static_cast<double>(cols) / k.BLOCK_SIZE_N);
+    };
+    if (!down && block_fp8_up_can_fuse(shape)) {
+      KernelConfig wide = sw, wide_s2 = sw;
+      wide.BLOCK_SIZE_N = wide_s2.BLOCK_SIZE_N = 256;
+      wide_s2.num_stages = 2;
+      if (swap_fits(wide) && swap_fits(wide_s2) &&
+          n256_up_one_wave_at_s2(up_tiles(wide), gpu, moetune_smem_bytes(wide, target),
+                                 moetune_smem_bytes(wide_s2, target)))
+        sw = wide_s2;
+      else if (block_fp8_fused_act_up(shape, spe) && swap_fits(wide))
+        sw = wide;
     }
     if (!down) {
-      const double tiles = active_experts * std::ceil(slots_per_active / sw.BLOCK_SIZE_M) *
-                           std::ceil(static_cast<double>(cols) / sw.BLOCK_SIZE_N);
+      const double tiles = up_tiles(sw);
       // Two equal splits of >= 3 K-tiles each.
       if (tiles < kSwapSplitTiles * gpu.sm_count && depth % (2 * sw.BLOCK_SIZE_K) == 0 &&
           depth / sw.BLOCK_SIZE_K >= 6)

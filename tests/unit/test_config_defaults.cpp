@@ -90,16 +90,17 @@ TEST(ConfigDefaults, MoetuneDecodeUsesSmallTilesAndSplitK) {
 // topk 8 of 256), n128 s3 from it on (sm_90a) — where block fp8 on sm_90a does not swap A and
 // B, which it does (SWAP_AB 1: m16 n128 k128, up s3, down s2) at spe 0.25..8 (M = 8..256 here),
 // its up tile n256 (GEMM1 then writes the quantized activation) outside spe [0.375, 1)
-// (M = 12..31 here).
+// (M = 12..31 here), at 2 stages where that grid fits one wave only so (M = 23..46, below).
 TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   const KernelConfig swap_up{16, 128, 128, 1, 4, 3, 1, 1}, swap_down{16, 128, 128, 1, 4, 2, 1, 1},
-      swap_up256{16, 256, 128, 1, 4, 3, 1, 1};
+      swap_up256{16, 256, 128, 1, 4, 3, 1, 1}, swap_up256_s2{16, 256, 128, 1, 4, 2, 1, 1};
   for (const MoeShape* s : {&kQwenBf16, &kQwenFp8, &kDsv3Fp8}) {
     const bool fp8 = s->dtype == Dtype::fp8_w8a8;  // block fp8: swap-AB at every M here
     for (int M : {16, 31, 32, 63, 64, 127, 128, 256}) {
       const KernelConfig up = !fp8 ? KernelConfig{16, 64, 128, 1, 4, 4, 1}
-                              : M < 32 ? swap_up
-                                       : swap_up256;
+                              : M < 23 ? swap_up
+                              : M <= 46 ? swap_up256_s2
+                                        : swap_up256;
       KernelConfig down = fp8 ? swap_down : KernelConfig{16, 64, 64, 1, 4, 3, 1};
       if (fp8 && M >= 128) down.GROUP_SIZE_M = 32;  // from 4 slots per expert (M * 8 / 256)
       EXPECT_EQ(up_at(*s, M), up) << M;
@@ -133,6 +134,30 @@ TEST(ConfigDefaults, MoetuneSixteenBitUpTakesOneWave) {
   EXPECT_EQ(down_at(kQwenBf16, 8), (KernelConfig{16, 64, 64, 1, 4, 3, 1}));  // down unchanged
   // fp8 keeps its own tiles (swap-AB here).
   EXPECT_EQ(up_at(kQwenFp8, 8).SWAP_AB, 1);
+}
+
+// The fused n256 up tile takes 2 stages (3 blocks per SM by shared memory) instead of 3 (2 per
+// SM) where its grid, 2 blocks per expected active expert, outgrows one wave at 3 stages (264
+// blocks on the H200's 132 SMs) but fits one at 2 (396): at topk 8 of 256 that is
+// 512 x (1 - (31/32)^M) in (264, 396], M = 23..46 (M = 22: 255 blocks, 47: 399). Below, in the
+// band spe [0.375, 1), the n128 tile and the activation stage stay (M = 12..22).
+TEST(ConfigDefaults, MoetuneBlockFp8UpTakesOneWaveAtTwoStages) {
+  const KernelConfig n128{16, 128, 128, 1, 4, 3, 1, 1}, n256_s3{16, 256, 128, 1, 4, 3, 1, 1},
+      n256_s2{16, 256, 128, 1, 4, 2, 1, 1};
+  for (const MoeShape* s : {&kQwenFp8, &kDsv3Fp8}) {
+    for (int M : {12, 20, 22}) EXPECT_EQ(up_at(*s, M), n128) << M;
+    for (int M : {23, 24, 28, 40, 46}) EXPECT_EQ(up_at(*s, M), n256_s2) << M;
+    for (int M : {8, 11, 47, 48, 64}) EXPECT_EQ(up_at(*s, M), n256_s3) << M;
+    for (int M : {24, 40}) EXPECT_EQ(down_at(*s, M), (KernelConfig{16, 128, 128, 1, 4, 2, 1, 1}));
+  }
+  // Twice the SMs: the s3 grid fits one wave up to 528 blocks, past any M here (512 at most).
+  GpuSpec big = gpu(test::kH200);
+  big.sm_count = 264;
+  EXPECT_EQ(moetune_default_config(kQwenFp8, big, 40, false).num_stages, 3);
+  EXPECT_EQ(moetune_default_config(kQwenFp8, big, 24, false).BLOCK_SIZE_N, 128);  // the band
+  // An intermediate size that is not a multiple of 128 cannot fuse: never n256 s2.
+  const MoeShape narrow = shape(256, 1, 192, 3072, 8, Dtype::fp8_w8a8, kBlock128);
+  EXPECT_NE(up_at(narrow, 32).BLOCK_SIZE_N, 256);
 }
 
 // Block fp8 swaps from spe 1/16 (M = 2 at topk 8 of 256), with the n256 up tile (below spe

@@ -1,0 +1,229 @@
+// Device probe: is the swap-AB block-fp8 GEMM1 at M = 8 (Qwen3.5 fp8 TP4: ~57 active experts x 2
+// n256 tiles, each block streaming 256 weight rows x 3072 bytes in 24 K-tiles of 128 bytes per
+// row; 26.7 µs alone = 3.35 TB/s in the twelfth-session tune, against ~4.25 TB/s copy rate)
+// limited by how its producer copies the ring, or by the access pattern itself? Copies only, no
+// MMAs: the kernel's warp-specialized ring (producer warpgroup, `full`/`empty` mbarriers, 128
+// consumer threads that take a slot and free it), with the producer's copies done as
+//   cpasync  - 16 cp.async of 16 bytes per producer thread per tile (the library's kernel),
+//   tma      - one cp.async.bulk.tensor.2d of the 256 x 128-byte box (128-byte swizzle),
+//   bulk1d   - 256 cp.async.bulk of one row's 128 bytes, 8 per lane of one warp,
+//   cont     - cp.async as cpasync, but each tile a contiguous 32 KB of the block's bytes (control).
+// Grids: M = 8's (57 experts, 114 blocks) and M = 32's (163 experts, 326 blocks); ring depths 2..4.
+// Timed as the other probes: a CUDA graph of 32 launches, launch i on weight set i % 4 (402 MB
+// each, so every launch reads cold), µs per launch, median of 15 replays.
+// Standalone: nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a
+//   -o .devbin/ring_copy bench/scripts/decode_probe/ring_copy.cu
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "graph_timing.cuh"
+
+namespace {
+constexpr int kE = 256, kRows = 512, kK = 3072;  // w13 of Qwen3.5 fp8 TP4: [E, 2N, K] e4m3
+constexpr long long kSetBytes = 1LL * kE * kRows * kK;
+constexpr int kTileRows = 256, kTileK = 128, kTileBytes = kTileRows * kTileK;  // 32 KB
+constexpr int kKTiles = kK / kTileK;
+constexpr int kSets = 4;
+enum Mode { kCpAsync = 0, kTma = 1, kBulk1d = 2, kContiguous = 3 };
+
+struct Experts {
+  int id[192];
+};
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bar_init(unsigned a, unsigned n) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(unsigned a) {
+  asm volatile("{.reg .b64 s; mbarrier.arrive.shared::cta.b64 s, [%0];}" ::"r"(a) : "memory");
+}
+__device__ __forceinline__ void bar_expect(unsigned a, unsigned bytes) {
+  asm volatile("{.reg .b64 s; mbarrier.arrive.expect_tx.shared::cta.b64 s, [%0], %1;}" ::"r"(a),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bar_wait(unsigned a, unsigned parity) {
+  asm volatile(
+      "{.reg .pred p; W_%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W_%=;}" ::
+          "r"(a),
+      "r"(parity)
+      : "memory");
+}
+
+// Block = 128 producer threads (tid >= 128) + 128 consumer threads, as the library's kernel.
+template <int MODE, int STAGES>
+__global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ set,
+                                            const __grid_constant__ CUtensorMap tmap,
+                                            long long set_row0, Experts ex, unsigned* sink) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+  __shared__ __align__(8) unsigned long long bars[2 * STAGES];
+  const int tid = threadIdx.x;
+  const int expert = ex.id[blockIdx.x / 2];
+  const int row0 = (blockIdx.x % 2) * kTileRows;
+  if (tid == 0)
+    for (int s = 0; s < STAGES; ++s) {
+      bar_init(smem_u32(&bars[s]), MODE == kCpAsync || MODE == kContiguous ? 128 : 1);
+      bar_init(smem_u32(&bars[STAGES + s]), 4);
+    }
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __syncthreads();
+  const unsigned char* w = set + ((long long)expert * kRows + row0) * kK;
+  if (tid >= 128) {  // producer
+    const int p = tid - 128;
+    for (int i = 0; i < kKTiles; ++i) {
+      const int st = i % STAGES;
+      const unsigned full = smem_u32(&bars[st]);
+      if (i >= STAGES) bar_wait(smem_u32(&bars[STAGES + st]), ((i / STAGES) - 1) & 1);
+      const unsigned dst = smem_u32(smem + st * kTileBytes);
+      if constexpr (MODE == kCpAsync || MODE == kContiguous) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          const int idx = p + j * 128, r = idx / 8, c = idx % 8;
+          const unsigned char* src =
+              MODE == kCpAsync ? w + (long long)r * kK + i * kTileK + c * 16
+                               : w + (long long)i * kTileBytes + idx * 16;
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + r * 128 +
+                                                                         ((c ^ (r & 7)) * 16)),
+                       "l"(src)
+                       : "memory");
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(full)
+                     : "memory");
+      } else if constexpr (MODE == kTma) {
+        if (p == 0) {
+          bar_expect(full, kTileBytes);
+          const int c0 = i * kTileK;
+          const int c1 = static_cast<int>(set_row0 + (long long)expert * kRows + row0);
+          asm volatile(
+              "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+              " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+              "l"(reinterpret_cast<unsigned long long>(&tmap)), "r"(c0), "r"(c1), "r"(full)
+              : "memory");
+        }
+      } else {  // kBulk1d: warp 0 of the producers, 8 rows per lane
+        if (p < 32) {
+          if (p == 0) bar_expect(full, kTileBytes);
+          __syncwarp();
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int r = p + 32 * j;
+            asm volatile(
+                "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                " [%0], [%1], 128, [%2];" ::"r"(dst + r * 128),
+                "l"(w + (long long)r * kK + i * kTileK), "r"(full)
+                : "memory");
+          }
+        }
+      }
+    }
+    return;
+  }
+  // consumer: take each tile, touch one byte per thread (as a wgmma would read it), free the slot
+  unsigned acc = 0;
+  for (int i = 0; i < kKTiles; ++i) {
+    const int st = i % STAGES;
+    bar_wait(smem_u32(&bars[st]), (i / STAGES) & 1);
+    acc += smem[st * kTileBytes + tid * 128 + (i & 127)];
+    __syncwarp();
+    if ((tid & 31) == 0) bar_arrive(smem_u32(&bars[STAGES + st]));
+  }
+  if (acc == 0xdeadbeef) atomicAdd(sink, 1u);
+}
+
+__global__ void fill(unsigned char* p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    p[i] = static_cast<unsigned char>((i * 2654435761u) ^ seed);
+}
+
+using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                              const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                              const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                              CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+template <int MODE, int STAGES>
+void run(const char* name, unsigned char* all_sets, const CUtensorMap& tmap, int experts,
+         cudaStream_t s, unsigned* sink) {
+  constexpr int R = 32;
+  std::mt19937 rng(1 + experts);
+  std::vector<Experts> ex(R);
+  for (auto& x : ex) {
+    std::vector<int> ids(kE);
+    for (int i = 0; i < kE; ++i) ids[i] = i;
+    std::shuffle(ids.begin(), ids.end(), rng);
+    std::sort(ids.begin(), ids.begin() + experts);  // the alignment's expert order
+    for (int k = 0; k < experts; ++k) x.id[k] = ids[k];
+  }
+  const int smem = STAGES * kTileBytes + 1024;
+  CK(cudaFuncSetAttribute(ring<MODE, STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int per_sm = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ring<MODE, STAGES>, 256, smem));
+  cudaGraphExec_t ge = capture_graph(s, [&](cudaStream_t st) {
+    for (int i = 0; i < R; ++i) {
+      const int set = i % kSets;
+      ring<MODE, STAGES><<<2 * experts, 256, smem, st>>>(all_sets + set * kSetBytes, tmap,
+                                                          (long long)set * kE * kRows, ex[i], sink);
+    }
+  });
+  const std::vector<double> us = replay_us(ge, s, R, 15);
+  const double med = us[us.size() / 2];
+  const double bytes = 2.0 * experts * kTileRows * kK;
+  std::printf("%-8s s%d  %3d blocks (%d/SM)  %7.2f us  [%.2f, %.2f]  %.2f TB/s\n", name, STAGES,
+              2 * experts, per_sm, med, us.front(), us.back(), bytes / med * 1e-6);
+  CK(cudaGraphExecDestroy(ge));
+}
+}  // namespace
+
+int main() {
+  unsigned char* all_sets;
+  CK(cudaMalloc(&all_sets, kSetBytes * kSets));
+  fill<<<2048, 256>>>(all_sets, kSetBytes * kSets, 7u);
+  unsigned* sink;
+  CK(cudaMalloc(&sink, 4));
+  CK(cudaDeviceSynchronize());
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+  if (fn == nullptr) {
+    std::printf("no cuTensorMapEncodeTiled\n");
+    return 1;
+  }
+  CUtensorMap tmap;
+  const cuuint64_t dims[2] = {kK, (cuuint64_t)kE * kRows * kSets};
+  const cuuint64_t strides[1] = {kK};
+  const cuuint32_t box[2] = {kTileK, kTileRows};
+  const cuuint32_t estr[2] = {1, 1};
+  CUresult r = reinterpret_cast<EncodeFn>(fn)(
+      &tmap, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, all_sets, dims, strides, box, estr,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    std::printf("cuTensorMapEncodeTiled failed: %d\n", (int)r);
+    return 1;
+  }
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (int experts : {57, 163}) {
+    run<kCpAsync, 2>("cpasync", all_sets, tmap, experts, s, sink);
+    run<kCpAsync, 3>("cpasync", all_sets, tmap, experts, s, sink);
+    run<kCpAsync, 4>("cpasync", all_sets, tmap, experts, s, sink);
+    run<kContiguous, 3>("cont", all_sets, tmap, experts, s, sink);
+    run<kTma, 2>("tma", all_sets, tmap, experts, s, sink);
+    run<kTma, 3>("tma", all_sets, tmap, experts, s, sink);
+    run<kTma, 4>("tma", all_sets, tmap, experts, s, sink);
+    run<kTma, 6>("tma", all_sets, tmap, experts, s, sink);
+    run<kBulk1d, 3>("bulk1d", all_sets, tmap, experts, s, sink);
+    run<kBulk1d, 4>("bulk1d", all_sets, tmap, experts, s, sink);
+  }
+  CK(cudaDeviceSynchronize());
+  return 0;
+}
