@@ -139,8 +139,9 @@ TEST(ConfigDefaults, MoetuneSixteenBitUpTakesOneWave) {
 // The fused n256 up tile takes 2 stages (3 blocks per SM by shared memory) instead of 3 (2 per
 // SM) where its grid, 2 blocks per expected active expert, outgrows one wave at 3 stages (264
 // blocks on the H200's 132 SMs) but fits one at 2 (396): at topk 8 of 256 that is
-// 512 x (1 - (31/32)^M) in (264, 396], M = 23..46 (M = 22: 255 blocks, 47: 399). Below, in the
-// band spe [0.375, 1), the n128 tile and the activation stage stay (M = 12..22).
+// 512 x (1 - (31/32)^M) in (264, 396], M = 23..46 (M = 22: 257 blocks, 23: 265, 46: 393,
+// 47: 397). Below, in the band spe [0.375, 1), the n128 tile and the activation stage stay
+// (M = 12..22).
 TEST(ConfigDefaults, MoetuneBlockFp8UpTakesOneWaveAtTwoStages) {
   const KernelConfig n128{16, 128, 128, 1, 4, 3, 1, 1}, n256_s3{16, 256, 128, 1, 4, 3, 1, 1},
       n256_s2{16, 256, 128, 1, 4, 2, 1, 1};
