@@ -353,12 +353,18 @@ __global__ void __launch_bounds__(
   // (n8 chunk j, column 2(lane % 4) + e: entry 2j + e).
   constexpr int kARows = kSwap ? 2 * NT : 2 * MI;
   long long scale_row[kARows];
+  // Down: the routed weights of the same rows, loaded here, where the K loop hides their latency,
+  // and not in the epilogue, where every block waited for them after its last MMA: layer -1.3..
+  // -3.0% on Qwen3.5 fp8 TP4, -1.1..+0.3% on DeepSeek-V3 TP8 at M = 8..256 (decode GEMM2's
+  // blocks are short: bench/results/2026-12-01_h200_thirteenth_session.md, calls 8, 9).
+  float row_weight[kARows];
 #pragma unroll
   for (int q = 0; q < kARows; ++q) {
     const int r = kSwap ? 8 * (q / 2) + 2 * (lane & 3) + (q & 1)
                         : wg_m0 + (q / 2) * 64 + lane_row + 8 * (q & 1);
     const int slot = s_slot[r];
     scale_row[q] = slot < 0 ? -1 : (kUp ? (long long)(slot / TOPK) : (long long)slot);
+    row_weight[q] = (kUp || slot < 0) ? 0.f : __ldg(topk_weights + slot);
   }
 
   // Issues (does not wait for) the wgmmas of one ring slot; `overwrite` clears d first. wgmma's A
@@ -601,8 +607,9 @@ __global__ void __launch_bounds__(
   // ---- epilogue: scale, routed weight, store valid slots ---------------------------------------
   float tensor_scale = 1.f;
   if constexpr (DTYPE == kDtypeFp8Tensor) tensor_scale = __ldg(a_scale) * __ldg(w_scale + expert);
-  auto row_scale_of = [&](int slot) {
-    if constexpr (!kUp) return tensor_scale * __ldg(topk_weights + slot);
+  // The output scale of this thread's row entry q (scale_row's indexing).
+  auto row_scale_of = [&](int q) {
+    if constexpr (!kUp) return tensor_scale * row_weight[q];
     return tensor_scale;
   };
   auto pack = [](float v0, float v1) {
@@ -703,7 +710,7 @@ __global__ void __launch_bounds__(
       for (int e = 0; e < 2; ++e) {
         const int t = 8 * j + 2 * (lane & 3) + e;
         const int slot = s_slot[t];
-        const float rs = slot < 0 ? 0.f : row_scale_of(slot);
+        const float rs = slot < 0 ? 0.f : row_scale_of(2 * j + e);
 #pragma unroll
         for (int i = 0; i < kOutSlices; ++i)
 #pragma unroll
@@ -737,7 +744,7 @@ __global__ void __launch_bounds__(
       for (int h = 0; h < 2; ++h) {
         const int r = wg_m0 + i * 64 + lane_row + 8 * h;
         const int slot = s_slot[r];
-        const float rs = slot < 0 ? 0.f : row_scale_of(slot);
+        const float rs = slot < 0 ? 0.f : row_scale_of(2 * i + h);
         unsigned char* row = smem + r * kOutRowBytes + (out_wg0 + (lane & 3) * 2) * 2;
 #pragma unroll
         for (int j = 0; j < kOutChunks; ++j)
@@ -752,7 +759,7 @@ __global__ void __launch_bounds__(
       for (int h = 0; h < 2; ++h) {
         const int slot = s_slot[wg_m0 + i * 64 + lane_row + 8 * h];
         if (slot < 0) continue;
-        const float rs = row_scale_of(slot);
+        const float rs = row_scale_of(2 * i + h);
 #pragma unroll
         for (int j = 0; j < kOutChunks; ++j) {
           const int n = out_n0 + out_wg0 + j * 8 + (lane & 3) * 2;
