@@ -353,10 +353,14 @@ __global__ void __launch_bounds__(
   // (n8 chunk j, column 2(lane % 4) + e: entry 2j + e).
   constexpr int kARows = kSwap ? 2 * NT : 2 * MI;
   long long scale_row[kARows];
-  // Down: the routed weights of the same rows, loaded here, where the K loop hides their latency,
-  // and not in the epilogue, where every block waited for them after its last MMA: layer -1.3..
-  // -3.0% on Qwen3.5 fp8 TP4, -1.1..+0.3% on DeepSeek-V3 TP8 at M = 8..256 (decode GEMM2's
-  // blocks are short: bench/results/2026-12-01_h200_thirteenth_session.md, calls 8, 9).
+  // Down, swap-AB m16 (decode GEMM2, where it was measured): the routed weights of the same rows,
+  // loaded here, where the K loop hides their latency, and not in the epilogue, where every
+  // block waited for them after its last MMA: layer -1.3..-3.0% on Qwen3.5 fp8 TP4, -1.1..+0.3%
+  // on DeepSeek-V3 TP8 at M = 8..256 (its blocks are short: bench/results/
+  // 2026-12-01_h200_thirteenth_session.md, calls 8, 9). Not for more rows: four registers per
+  // row entry cost the m64 tile a block per SM (168 -> 174 registers) and made m32 swap-AB
+  // tiles spill under their launch bounds (nvcc 13.0).
+  constexpr bool kRowWeightsEarly = !kUp && kSwap && kARows <= 4;
   float row_weight[kARows];
 #pragma unroll
   for (int q = 0; q < kARows; ++q) {
@@ -364,7 +368,7 @@ __global__ void __launch_bounds__(
                         : wg_m0 + (q / 2) * 64 + lane_row + 8 * (q & 1);
     const int slot = s_slot[r];
     scale_row[q] = slot < 0 ? -1 : (kUp ? (long long)(slot / TOPK) : (long long)slot);
-    row_weight[q] = (kUp || slot < 0) ? 0.f : __ldg(topk_weights + slot);
+    row_weight[q] = (kRowWeightsEarly && slot >= 0) ? __ldg(topk_weights + slot) : 0.f;
   }
 
   // Issues (does not wait for) the wgmmas of one ring slot; `overwrite` clears d first. wgmma's A
@@ -607,9 +611,10 @@ __global__ void __launch_bounds__(
   // ---- epilogue: scale, routed weight, store valid slots ---------------------------------------
   float tensor_scale = 1.f;
   if constexpr (DTYPE == kDtypeFp8Tensor) tensor_scale = __ldg(a_scale) * __ldg(w_scale + expert);
-  // The output scale of this thread's row entry q (scale_row's indexing).
-  auto row_scale_of = [&](int q) {
-    if constexpr (!kUp) return tensor_scale * row_weight[q];
+  // The output scale of row `slot`, this thread's row entry q (scale_row's indexing).
+  auto row_scale_of = [&](int q, int slot) {
+    if constexpr (kRowWeightsEarly) return tensor_scale * row_weight[q];
+    else if constexpr (!kUp) return tensor_scale * __ldg(topk_weights + slot);
     return tensor_scale;
   };
   auto pack = [](float v0, float v1) {
@@ -710,7 +715,7 @@ __global__ void __launch_bounds__(
       for (int e = 0; e < 2; ++e) {
         const int t = 8 * j + 2 * (lane & 3) + e;
         const int slot = s_slot[t];
-        const float rs = slot < 0 ? 0.f : row_scale_of(2 * j + e);
+        const float rs = slot < 0 ? 0.f : row_scale_of(2 * j + e, slot);
 #pragma unroll
         for (int i = 0; i < kOutSlices; ++i)
 #pragma unroll
@@ -744,7 +749,7 @@ __global__ void __launch_bounds__(
       for (int h = 0; h < 2; ++h) {
         const int r = wg_m0 + i * 64 + lane_row + 8 * h;
         const int slot = s_slot[r];
-        const float rs = slot < 0 ? 0.f : row_scale_of(2 * i + h);
+        const float rs = slot < 0 ? 0.f : row_scale_of(2 * i + h, slot);
         unsigned char* row = smem + r * kOutRowBytes + (out_wg0 + (lane & 3) * 2) * 2;
 #pragma unroll
         for (int j = 0; j < kOutChunks; ++j)
@@ -759,7 +764,7 @@ __global__ void __launch_bounds__(
       for (int h = 0; h < 2; ++h) {
         const int slot = s_slot[wg_m0 + i * 64 + lane_row + 8 * h];
         if (slot < 0) continue;
-        const float rs = row_scale_of(2 * i + h);
+        const float rs = row_scale_of(2 * i + h, slot);
 #pragma unroll
         for (int j = 0; j < kOutChunks; ++j) {
           const int n = out_n0 + out_wg0 + j * 8 + (lane & 3) * 2;

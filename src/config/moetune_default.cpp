@@ -71,6 +71,10 @@ bool block_fp8_decode_swap(const MoeShape& shape, const GpuSpec& gpu, double spe
          (*shape.block_shape)[1] % 128 == 0 && gpu.arch() == "sm_90a" && spe >= 1.0 / 16 &&
          spe <= 8.0;
 }
+// Whether a block-fp8 up tile can fuse the activation at all: block_k 128, N whole groups.
+bool block_fp8_up_can_fuse(const MoeShape& shape) {
+  return shape.block_shape && (*shape.block_shape)[1] == 128 && shape.N % 128 == 0;
+}
 // The swap-AB up tile n256 (instead of n128), whose blocks each hold a whole 128-column group
 // of gate and up, so that GEMM1's epilogue writes the quantized SiLU(gate)·up (no activation
 // stage: 1.7-2.4 µs of the layer at M = 8..64). Layer A/B on one H200 against the n128 tile and
@@ -83,9 +87,6 @@ bool block_fp8_decode_swap(const MoeShape& shape, const GpuSpec& gpu, double spe
 // only (the wave count of the n256 grid, 2 blocks per SM, is the likely cause of the band); not
 // measured: block_k other than 128 (the group must fill half the tile), other GPUs (swap-AB is
 // sm_90a only).
-bool block_fp8_up_can_fuse(const MoeShape& shape) {
-  return shape.block_shape && (*shape.block_shape)[1] == 128 && shape.N % 128 == 0;
-}
 bool block_fp8_fused_act_up(const MoeShape& shape, double spe) {
   return block_fp8_up_can_fuse(shape) && !(spe >= 0.375 && spe < 1.0);
 }
@@ -100,8 +101,10 @@ bool block_fp8_fused_act_up(const MoeShape& shape, double spe) {
 // -0.7% / -1.2%; outside it s2 lost: M = 8 (115) +3.4% / +4.6%, 20 (241) -0.5% / +0.4%, 48
 // (400) +3.5% / +3.1%, 64 (445) +5.2% / +6.0%, 128, 256 +1.6..+2.8%. The rule itself against
 // the defaults before it (call 5, another H200): M = 23, 24, 32, 40 -1.8, -2.5, -1.6, -0.9%
-// (Qwen3.5) and -0.4, -0.8, -2.5, -1.4% (DeepSeek-V3); M = 46 (393 blocks) and the sizes it
-// leaves alone within +-0.2%. Measured on E = 256, topk 8 only.
+// (Qwen3.5) and -0.4, -0.8, -2.5, -1.4% (DeepSeek-V3); the sizes it leaves alone within
+// +-0.2%. M = 41..46 (376-393 blocks) are not measured (call 5's M = 46 ran the table entry of
+// 48 before the dense default table reached 64). Measured on E = 256, topk 8, the H200 only:
+// with fewer SMs the range moves down into the band (H20: M = 12..19, H100 PCIe: 19..34).
 bool n256_up_one_wave_at_s2(double blocks, const GpuSpec& gpu, int smem_s3, int smem_s2) {
   return blocks > resident_blocks(gpu, smem_s3) && blocks <= resident_blocks(gpu, smem_s2);
 }
@@ -306,8 +309,9 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
 
   // Swap-AB (SWAP_AB 1: weights as the wgmma's A, the tile's 16 token rows as its N) for block
   // fp8 on sm_90a at decode (block_fp8_decode_swap says where, and what was measured): m16 n128
-  // k128 w4 (up n256 where block_fp8_fused_act_up), up s3 (SPLIT_K 2 where its tiles fill less
-  // than kSwapSplitTiles of the SMs, else 1), down s2.
+  // k128 w4 (up n256 where block_fp8_fused_act_up, at s2 where n256_up_one_wave_at_s2), up s3
+  // otherwise (SPLIT_K 2 where its tiles fill less than kSwapSplitTiles of the SMs, else 1),
+  // down s2.
   if (block_fp8_decode_swap(shape, gpu, spe)) {
     KernelConfig sw = c;
     sw.BLOCK_SIZE_N = 128;
@@ -330,9 +334,10 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
              fits_block_n(shape, k.BLOCK_SIZE_N) && depth % 128 == 0 &&
              moetune_smem_bytes(k, target) <= gpu.smem_per_block_bytes;
     };
-    // Up: n256 (block_fp8_fused_act_up says where), so that a block holds a whole block_k group
-    // of gate and up columns and GEMM1's epilogue writes the quantized SiLU(gate)·up itself
-    // (gemm::gemm1_stage): no activation stage. The n128 tile where n256 does not fit.
+    // Up: n256 (block_fp8_fused_act_up and n256_up_one_wave_at_s2 say where, the latter at 2
+    // stages), so that a block holds a whole block_k group of gate and up columns and GEMM1's
+    // epilogue writes the quantized SiLU(gate)·up itself (gemm::gemm1_stage): no activation
+    // stage. The n128 tile where n256 does not fit.
     // Up tiles (M-tiles x N-tiles: blocks) of a config.
     auto up_tiles = [&](const KernelConfig& k) {
       return active_experts * std::ceil(slots_per_active / k.BLOCK_SIZE_M) *

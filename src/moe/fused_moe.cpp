@@ -110,8 +110,9 @@ std::set<int> block_sizes_m(const ConfigTable& a, const ConfigTable& b) {
 // one M to the next (a grid that outgrows one wave of resident blocks, the swap-AB and split-K
 // thresholds), then at default_batch_sizes(). With only those, the nearest-M lookup served M = 5
 // and 6 with M = 4's tiles (bf16 Qwen3.5 TP4 M = 5: 72.4 µs on them against 56.7 on its own,
-// bench/results/2026-12-01_h200_ninth_session.md, calls 5 and 7).
-constexpr int kDenseDefaultM = 32;
+// bench/results/2026-12-01_h200_ninth_session.md, calls 5 and 7). 64: block fp8's n256 s2 up
+// band reaches M = 46 on the anchors, which the entry at 48 served before.
+constexpr int kDenseDefaultM = 64;
 
 ConfigTable default_table(const MoeShape& shape, const GpuSpec& gpu, bool down) {
   ConfigTable t;

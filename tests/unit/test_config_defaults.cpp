@@ -156,9 +156,10 @@ TEST(ConfigDefaults, MoetuneBlockFp8UpTakesOneWaveAtTwoStages) {
   big.sm_count = 264;
   EXPECT_EQ(moetune_default_config(kQwenFp8, big, 40, false).num_stages, 3);
   EXPECT_EQ(moetune_default_config(kQwenFp8, big, 24, false).BLOCK_SIZE_N, 128);  // the band
-  // An intermediate size that is not a multiple of 128 cannot fuse: never n256 s2.
+  // An intermediate size that is not a multiple of 128 cannot fuse: the n128 s3 tile, never
+  // n256 s2.
   const MoeShape narrow = shape(256, 1, 192, 3072, 8, Dtype::fp8_w8a8, kBlock128);
-  EXPECT_NE(up_at(narrow, 32).BLOCK_SIZE_N, 256);
+  EXPECT_EQ(up_at(narrow, 32), n128);
 }
 
 // Block fp8 swaps from spe 1/16 (M = 2 at topk 8 of 256), with the n256 up tile (below spe

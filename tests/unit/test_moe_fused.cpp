@@ -27,14 +27,15 @@ TEST(MoeFused, DefaultTablesAndDownFallsBackToUp) {
   EXPECT_EQ(b.up_config(50).BLOCK_SIZE_M, 64);
 }
 
-// Without tables, the layer uses the default rules' own config at every M up to 32 and at the
-// default batch sizes, not a neighbour's: bf16 M = 5 gets its k64 s5 GEMM1 tile, not M = 4's.
+// Without tables, the layer uses the default rules' own config at every M up to 64 and at the
+// default batch sizes, not a neighbour's: bf16 M = 5 gets its k64 s5 GEMM1 tile, not M = 4's,
+// block fp8 M = 41..46 its n256 s2 up tile, not M = 48's s3.
 TEST(MoeFused, DefaultTablesFollowTheRulesAtEverySmallM) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   for (const char* d : {"bf16", "fp8_block"}) {
     const MoeShape s = moe::with_dtype_variant(moe::anchor_check_shapes()[0].shape, d);
     FusedMoe fm(s, h200);
-    for (int M = 1; M <= 32; ++M) {
+    for (int M = 1; M <= 64; ++M) {
       EXPECT_EQ(fm.up_config(M), moetune_default_config(s, h200, M, false)) << d << " M=" << M;
       EXPECT_EQ(fm.down_config(M), moetune_default_config(s, h200, M, true)) << d << " M=" << M;
     }
@@ -44,6 +45,9 @@ TEST(MoeFused, DefaultTablesFollowTheRulesAtEverySmallM) {
   const MoeShape bf16 = moe::with_dtype_variant(moe::anchor_check_shapes()[0].shape, "bf16");
   EXPECT_EQ(FusedMoe(bf16, h200).up_config(5).BLOCK_SIZE_K, 64);
   EXPECT_EQ(FusedMoe(bf16, h200).up_config(4).BLOCK_SIZE_K, 128);
+  const MoeShape fp8 = moe::with_dtype_variant(moe::anchor_check_shapes()[0].shape, "fp8_block");
+  EXPECT_EQ(FusedMoe(fp8, h200).up_config(46).num_stages, 2);
+  EXPECT_EQ(FusedMoe(fp8, h200).up_config(47).num_stages, 3);
 }
 
 // Programmatic dependent launch: on by default where the arch has it (sm_90+), off by option,
