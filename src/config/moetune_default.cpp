@@ -334,15 +334,15 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
              fits_block_n(shape, k.BLOCK_SIZE_N) && depth % 128 == 0 &&
              moetune_smem_bytes(k, target) <= gpu.smem_per_block_bytes;
     };
-    // Up: n256 (block_fp8_fused_act_up and n256_up_one_wave_at_s2 say where, the latter at 2
-    // stages), so that a block holds a whole block_k group of gate and up columns and GEMM1's
-    // epilogue writes the quantized SiLU(gate)·up itself (gemm::gemm1_stage): no activation
-    // stage. The n128 tile where n256 does not fit.
     // Up tiles (M-tiles x N-tiles: blocks) of a config.
     auto up_tiles = [&](const KernelConfig& k) {
       return active_experts * std::ceil(slots_per_active / k.BLOCK_SIZE_M) *
              std::ceil(static_cast<double>(cols) / k.BLOCK_SIZE_N);
     };
+    // Up: n256 (block_fp8_fused_act_up and n256_up_one_wave_at_s2 say where, the latter at 2
+    // stages), so that a block holds a whole block_k group of gate and up columns and GEMM1's
+    // epilogue writes the quantized SiLU(gate)·up itself (gemm::gemm1_stage): no activation
+    // stage. The n128 tile where n256 does not fit.
     if (!down && block_fp8_up_can_fuse(shape)) {
       KernelConfig wide = sw, wide_s2 = sw;
       wide.BLOCK_SIZE_N = wide_s2.BLOCK_SIZE_N = 256;
