@@ -12,7 +12,7 @@
 // Timed as the other probes: a CUDA graph of 32 launches, launch i on weight set i % 4 (402 MB
 // each, so every launch reads cold), µs per launch, median of 15 replays.
 // Standalone: nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a
-//   -o .devbin/ring_copy bench/scripts/decode_probe/ring_copy.cu
+//   -I kernels -o .devbin/ring_copy bench/scripts/decode_probe/ring_copy.cu
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -21,6 +21,8 @@
 #include <random>
 #include <vector>
 
+#include "common/mbarrier.cuh"
+#include "common/ptx.cuh"
 #include "graph_timing.cuh"
 
 namespace {
@@ -35,26 +37,12 @@ struct Experts {
   int id[192];
 };
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void bar_init(unsigned a, unsigned n) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(n) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(unsigned a) {
-  asm volatile("{.reg .b64 s; mbarrier.arrive.shared::cta.b64 s, [%0];}" ::"r"(a) : "memory");
-}
+// The library's shared-address and mbarrier helpers (kernels/common/); expect_tx is the TMA's.
+using moetune::ptx::smem_addr;
 __device__ __forceinline__ void bar_expect(unsigned a, unsigned bytes) {
   asm volatile("{.reg .b64 s; mbarrier.arrive.expect_tx.shared::cta.b64 s, [%0], %1;}" ::"r"(a),
                "r"(bytes)
                : "memory");
-}
-__device__ __forceinline__ void bar_wait(unsigned a, unsigned parity) {
-  asm volatile(
-      "{.reg .pred p; W_%=: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W_%=;}" ::
-          "r"(a),
-      "r"(parity)
-      : "memory");
 }
 
 // Block = 128 producer threads (tid >= 128) + 128 consumer threads, as the library's kernel.
@@ -71,8 +59,8 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
   const int row0 = (blockIdx.x % 2) * kTileRows;
   if (tid == 0)
     for (int s = 0; s < STAGES; ++s) {
-      bar_init(smem_u32(&bars[s]), MODE == kCpAsync || MODE == kContiguous ? 128 : 1);
-      bar_init(smem_u32(&bars[STAGES + s]), 4);
+      moetune::mbar::init(smem_addr(&bars[s]), MODE == kCpAsync || MODE == kContiguous ? 128 : 1);
+      moetune::mbar::init(smem_addr(&bars[STAGES + s]), 4);
     }
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   __syncthreads();
@@ -81,9 +69,9 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
     const int p = tid - 128;
     for (int i = 0; i < kKTiles; ++i) {
       const int st = i % STAGES;
-      const unsigned full = smem_u32(&bars[st]);
-      if (i >= STAGES) bar_wait(smem_u32(&bars[STAGES + st]), ((i / STAGES) - 1) & 1);
-      const unsigned dst = smem_u32(smem + st * kTileBytes);
+      const unsigned full = smem_addr(&bars[st]);
+      if (i >= STAGES) moetune::mbar::wait(smem_addr(&bars[STAGES + st]), ((i / STAGES) - 1) & 1);
+      const unsigned dst = smem_addr(smem + st * kTileBytes);
       if constexpr (MODE == kCpAsync || MODE == kContiguous) {
 #pragma unroll
         for (int j = 0; j < 16; ++j) {
@@ -96,8 +84,7 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
                        "l"(src)
                        : "memory");
         }
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(full)
-                     : "memory");
+        moetune::mbar::arrive_on_cp_async(full);
       } else if constexpr (MODE == kTma) {
         if (p == 0) {
           bar_expect(full, kTileBytes);
@@ -131,10 +118,10 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
   unsigned acc = 0;
   for (int i = 0; i < kKTiles; ++i) {
     const int st = i % STAGES;
-    bar_wait(smem_u32(&bars[st]), (i / STAGES) & 1);
+    moetune::mbar::wait(smem_addr(&bars[st]), (i / STAGES) & 1);
     acc += smem[st * kTileBytes + tid * 128 + (i & 127)];
     __syncwarp();
-    if ((tid & 31) == 0) bar_arrive(smem_u32(&bars[STAGES + st]));
+    if ((tid & 31) == 0) moetune::mbar::arrive(smem_addr(&bars[STAGES + st]));
   }
   if (acc == 0xdeadbeef) atomicAdd(sink, 1u);
 }
