@@ -56,7 +56,15 @@ const char* act_violation(const MoeShape& shape, const KernelConfig& c, int slic
 }
 
 // The slice of gemm_act_violation: one warp's (mma.sync) or warpgroup's (wgmma) columns.
-int act_slice(const MoeShape& shape, const KernelConfig& c, const std::string& arch);
+int act_slice(const MoeShape& shape, const KernelConfig& c, const std::string& arch) {
+  if (c.SWAP_AB == 1) return c.BLOCK_SIZE_N / std::max(1, c.num_warps / 4);  // rows per warpgroup
+  if (gemm_uses_wgmma(shape, c, arch)) {
+    const int wg_m = tm::gemm_wg_m(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps);
+    return c.BLOCK_SIZE_N / std::max(1, c.num_warps / 4 / std::max(1, wg_m));
+  }
+  const int warps_m = tm::gemm_warps_m(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps);
+  return c.BLOCK_SIZE_N / std::max(1, c.num_warps / std::max(1, warps_m));
+}
 
 void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
                   const std::string& arch) {
@@ -128,16 +136,6 @@ void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
       throw InputError("block_shape", fmt::format("[{}, {}]", bn, bk),
                        "N and K must be multiples of the fp8 scale block");
   }
-}
-
-int act_slice(const MoeShape& shape, const KernelConfig& c, const std::string& arch) {
-  if (c.SWAP_AB == 1) return c.BLOCK_SIZE_N / std::max(1, c.num_warps / 4);  // rows per warpgroup
-  if (gemm_uses_wgmma(shape, c, arch)) {
-    const int wg_m = tm::gemm_wg_m(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps);
-    return c.BLOCK_SIZE_N / std::max(1, c.num_warps / 4 / std::max(1, wg_m));
-  }
-  const int warps_m = tm::gemm_warps_m(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps);
-  return c.BLOCK_SIZE_N / std::max(1, c.num_warps / std::max(1, warps_m));
 }
 
 }  // namespace
