@@ -259,13 +259,19 @@ __global__ void __launch_bounds__(num_warps * 32)
       for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.f;
 
   // Block fp8: scale factors of this thread's rows (fixed for the tile) are looked up per K-tile.
+  // Down: the rows' routed weights are loaded here, before the K loop, so that the epilogue does
+  // not wait a DRAM round trip at the end of every short decode block (as the wgmma kernel's
+  // kRowWeightsEarly). At most 4 registers (MT <= 2); taller warp tiles keep the epilogue load.
+  constexpr bool kRowWeightsEarly = !kUp && !kAct && MT <= 2;
   long long scale_row[MT][2];
+  float row_weight[MT][2];
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int slot = s_slot[warp_m0 + i * 16 + (lane >> 2) + 8 * h];
       scale_row[i][h] = slot < 0 ? -1 : (kUp ? (long long)(slot / TOPK) : (long long)slot);
+      row_weight[i][h] = (kRowWeightsEarly && slot >= 0) ? __ldg(topk_weights + slot) : 0.f;
     }
 
   auto compute_tile = [&](int stage, float (&d)[MT][NT][4]) {
@@ -472,7 +478,8 @@ __global__ void __launch_bounds__(num_warps * 32)
       const int slot = s_slot[warp_m0 + i * 16 + (lane >> 2) + 8 * h];
       if (slot < 0) continue;
       float row_scale = tensor_scale;
-      if constexpr (!kUp) row_scale *= __ldg(topk_weights + slot);
+      if constexpr (kRowWeightsEarly) row_scale *= row_weight[i][h];
+      else if constexpr (!kUp) row_scale *= __ldg(topk_weights + slot);
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         const int n = n_start + warp_n0 + j * 8 + (lane & 3) * 2;

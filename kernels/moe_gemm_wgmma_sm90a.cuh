@@ -219,13 +219,20 @@ __global__ void __launch_bounds__(
   pdl_wait();
   if (pid_m * BLOCK_SIZE_M >= __ldg(num_tokens_post_padded)) return;
   const int expert = __ldg(expert_ids + pid_m);
+  // The slot table's entries are read together with the block's expert (both depend on pid_m
+  // only), not one DRAM round trip after it (block fp8 layer -0.2..-1.1% at M = 8..256). Not in
+  // moe_gemm_mma.cuh: there ptxas spilled the bf16 k128 s4 up tile for it (bf16 layer +1.3%;
+  // bench/results/2026-12-01_h200_fourteenth_session.md, call 1).
+  const int first_slot =
+      tid < BLOCK_SIZE_M ? __ldg(sorted_token_ids + (long long)pid_m * BLOCK_SIZE_M + tid) : -1;
   if (expert < 0) return;  // expert of another rank (EP)
   const long long num_slots = M * TOPK;
   const int n_start = pid_n * BLOCK_SIZE_N;
 
   // ---- slot table ----------------------------------------------------------------------------
   for (int r = tid; r < BLOCK_SIZE_M; r += kBlockThreads) {
-    const int slot = __ldg(sorted_token_ids + (long long)pid_m * BLOCK_SIZE_M + r);
+    const int slot =
+        r == tid ? first_slot : __ldg(sorted_token_ids + (long long)pid_m * BLOCK_SIZE_M + r);
     s_slot[r] = (slot >= 0 && slot < num_slots) ? slot : -1;
   }
   if (kWarpSpecialized && tid == 0) {
