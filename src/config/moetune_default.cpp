@@ -289,21 +289,32 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     // 3 K-tiles, so a 4th stage has nothing to load); 4 stages at SPLIT_K 8 was not measured.
     if (c.SPLIT_K == 8) c.num_stages = 3;
     // 16-bit up, unsplit, on sm_90a (measured on the H200 only): when the k128 s4 grid outgrows
-    // one wave of resident blocks (80 KB each, 2 per H200 SM) but a k64 s5 grid (51 KB, 4 per
-    // SM) fits one, k64 s5 (M = 5..9 on the anchors) — as for down above, more resident blocks
-    // beat a deeper ring. Layer A/B, GEMM1 with SiLU·up fused
-    // (bench/results/2026-12-01_h200_ninth_session.md, calls 5 and 6, tables against the
-    // defaults): Qwen3.5 TP4 bf16 M = 5, 6, 7, 8 (300..456 blocks) -21, -14, -6, -3%; DeepSeek-V3
-    // TP8 bf16 M = 5, 6, 8 -22, -13, -0.4%; at M = 4 (244 blocks, one wave either way) within
-    // 0.1%. Past one k64 s5 wave (M >= 16 on both) it split: Qwen -3..+1%, DeepSeek +2..+6%.
-    if (!fp8 && c.SPLIT_K == 1 && gpu.arch() == "sm_90a") {
-      KernelConfig k64 = c;
-      k64.BLOCK_SIZE_K = 64;
-      k64.num_stages = 5;
-      if (tiles > resident_blocks(gpu, moetune_smem_bytes(c, target)) &&
-          tiles <= resident_blocks(gpu, moetune_smem_bytes(k64, target)) &&
-          config::kernel_rule_violation(k64, target) == nullptr)
-        c = k64;
+    // one wave of resident blocks (80 KB each, 2 per H200 SM), the deepest k64 ring whose
+    // resident blocks (s5 51 KB: 4 per SM, s4 41 KB: 5, s3 31 KB: 7) hold the grid in one wave
+    // — as for down above, more resident blocks beat a deeper ring. "Hold" with one standard
+    // deviation of the active-expert count to spare (the grid varies with the routing: at
+    // Qwen3.5 M = 12, 649 expected tiles +-59 against s4's 660, s4 gained 3.6% and s3 7.6%).
+    // Layer A/B, GEMM1 with SiLU·up fused, tables against the defaults: k64 s5
+    // (bench/results/2026-12-01_h200_ninth_session.md, calls 5 and 6) Qwen3.5 TP4 bf16 M = 5,
+    // 6, 7, 8 (300..456 tiles) -21, -14, -6, -3%; DeepSeek-V3 TP8 bf16 M = 5, 6, 8 -22, -13,
+    // -0.4%; at M = 4 (244 tiles, one wave either way) within 0.1%. k64 s3
+    // (2026-12-01_h200_fourteenth_session.md, call 2) Qwen3.5 M = 12, 16 -7.6, -5.5%,
+    // DeepSeek-V3 -5.6, -0.9%. Past one wave (M = 20..32: 960..1304 tiles) no ring won on both
+    // shapes (a grid of 1.04..1.24 waves lost 6-12%): k128 s4 stays there.
+    if (!fp8 && c.SPLIT_K == 1 && gpu.arch() == "sm_90a" &&
+        tiles > resident_blocks(gpu, moetune_smem_bytes(c, target)) && active_experts > 0) {
+      const double p = active_experts / shape.E;  // each expert's chance of any token
+      const double spare = std::sqrt(shape.E * p * (1.0 - p)) * tiles / active_experts;
+      for (int stages : {5, 4, 3}) {
+        KernelConfig k64 = c;
+        k64.BLOCK_SIZE_K = 64;
+        k64.num_stages = stages;
+        if (tiles + spare <= resident_blocks(gpu, moetune_smem_bytes(k64, target)) &&
+            config::kernel_rule_violation(k64, target) == nullptr) {
+          c = k64;
+          break;
+        }
+      }
     }
   }
 

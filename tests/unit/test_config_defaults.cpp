@@ -91,13 +91,14 @@ TEST(ConfigDefaults, MoetuneDecodeUsesSmallTilesAndSplitK) {
 // B, which it does (SWAP_AB 1: m16 n128 k128, up s3, down s2) at spe 0.25..8 (M = 8..256 here),
 // its up tile n256 (GEMM1 then writes the quantized activation) outside spe [0.375, 1)
 // (M = 12..31 here), at 2 stages where that grid fits one wave only so (M = 23..46, below).
+// bf16 up at M = 16 is the one-wave k64 s3 tile (MoetuneSixteenBitUpTakesOneWave).
 TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   const KernelConfig swap_up{16, 128, 128, 1, 4, 3, 1, 1}, swap_down{16, 128, 128, 1, 4, 2, 1, 1},
       swap_up256{16, 256, 128, 1, 4, 3, 1, 1}, swap_up256_s2{16, 256, 128, 1, 4, 2, 1, 1};
   for (const MoeShape* s : {&kQwenBf16, &kQwenFp8, &kDsv3Fp8}) {
     const bool fp8 = s->dtype == Dtype::fp8_w8a8;  // block fp8: swap-AB at every M here
     for (int M : {16, 31, 32, 63, 64, 127, 128, 256}) {
-      const KernelConfig up = !fp8 ? KernelConfig{16, 64, 128, 1, 4, 4, 1}
+      const KernelConfig up = !fp8 ? KernelConfig{16, 64, M <= 17 ? 64 : 128, 1, 4, M <= 17 ? 3 : 4, 1}
                               : M < 23 ? swap_up
                               : M <= 46 ? swap_up256_s2
                                         : swap_up256;
@@ -118,22 +119,29 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   EXPECT_EQ(up_at(kQwenFp8, 257).SWAP_AB, 0);
 }
 
-// 16-bit up at one k64 s5 wave: Qwen3.5 bf16 at M = 4 has 30.5 expected active experts x 512/64
-// up columns = 244 tiles, within 2 x 132 resident k128 s4 blocks: k128 s4 stays; M = 5..9
-// (300..509 tiles) outgrow them but fit 4 x 132 k64 s5 blocks: k64 s5; M = 10 (558) and 16 (800)
-// fit neither: k128 s4. Only on sm_90a, where it was measured: the A100 keeps k128 s4.
+// 16-bit up in one wave of the deepest k64 ring that holds it: Qwen3.5 bf16 has 256 x (1 -
+// (31/32)^M) expected active experts, 8 up tiles each (512/64 columns), with a spare of one
+// standard deviation, 8 x sqrt(256 p (1 - p)), p = active / 256. M = 4: 244 tiles, within 2 x 132
+// resident k128 s4 blocks: k128 s4 stays. Resident k64 blocks: s5 4 x 132 = 528, s4 660, s3 924.
+// M = 5: 300 + 45, M = 8: 456 + 53 <= 528: s5. M = 9: 509 + 55, M = 10: 558 + 57 <= 660: s4.
+// M = 11: 604 + 58 = 662 > 660: s3, up to M = 17 (854 + 63 = 917); M = 18: 891 + 64 > 924, no
+// ring holds it: k128 s4. Only on sm_90a, where it was measured: the A100 keeps k128 s4.
 TEST(ConfigDefaults, MoetuneSixteenBitUpTakesOneWave) {
-  const KernelConfig k128{16, 64, 128, 1, 4, 4, 1}, k64{16, 64, 64, 1, 4, 5, 1};
+  const KernelConfig k128{16, 64, 128, 1, 4, 4, 1};
+  auto k64 = [](int stages) { return KernelConfig{16, 64, 64, 1, 4, stages, 1}; };
   EXPECT_EQ(up_at(kQwenBf16, 4), k128);
-  for (int M : {5, 6, 7, 8, 9}) EXPECT_EQ(up_at(kQwenBf16, M), k64) << M;
-  EXPECT_EQ(up_at(kQwenBf16, 10), k128);
-  EXPECT_EQ(up_at(kQwenBf16, 16), k128);
-  for (int M : {5, 8})
+  for (int M : {5, 6, 7, 8}) EXPECT_EQ(up_at(kQwenBf16, M), k64(5)) << M;
+  for (int M : {9, 10}) EXPECT_EQ(up_at(kQwenBf16, M), k64(4)) << M;
+  for (int M : {11, 12, 16, 17}) EXPECT_EQ(up_at(kQwenBf16, M), k64(3)) << M;
+  EXPECT_EQ(up_at(kQwenBf16, 18), k128);
+  EXPECT_EQ(up_at(kQwenBf16, 32), k128);
+  for (int M : {5, 8, 12})
     EXPECT_EQ(moetune_default_config(kQwenBf16, gpu(test::kA100), M, false).BLOCK_SIZE_K,
               128);
   EXPECT_EQ(down_at(kQwenBf16, 8), (KernelConfig{16, 64, 64, 1, 4, 3, 1}));  // down unchanged
   // fp8 keeps its own tiles (swap-AB here).
   EXPECT_EQ(up_at(kQwenFp8, 8).SWAP_AB, 1);
+  EXPECT_EQ(up_at(kQwenFp8, 12).BLOCK_SIZE_K, 128);
 }
 
 // The fused n256 up tile takes 2 stages (3 blocks per SM by shared memory) instead of 3 (2 per
