@@ -6,6 +6,7 @@
 // spe = M*topk/E_global = 0.03, 0.25, 2, 8, 32, 128. Every rule is one commented step below.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "config/kernel_rules.hpp"
 #include "moetune/config.hpp"
@@ -194,6 +195,24 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
         c.BLOCK_SIZE_N = 128;
         c.num_stages = 3;
       }
+      // 16-bit on sm_90a from 1/4 token slot per expert (M = 8 at topk 8 of 256): swap-AB
+      // (weights as the wgmma's A) n128 k64 s2, what `moetune tune` picked for GEMM2 at every
+      // M = 8..20 (Qwen3.5 bf16 TP4, GEMM2 alone -0.7..-3.4%). Layer, tables against the
+      // defaults (bench/results/2026-12-01_h200_fourteenth_session.md, call 6), M = 8..256:
+      // Qwen3.5 bf16 TP4 -0.1..-1.9%, DeepSeek-V3 TP8 bf16 -0.2..-1.1%, at each of 9 sizes
+      // (call 7, another H200, with the up rule below: M = 12..256 -0.1..-0.6% / +0.1..-0.7%).
+      // Measured on E = 256, topk 8 only; not below M = 8, not on fp16 (same element width:
+      // same rule), not on few-expert models (Mixtral takes it from M = 1: `check` passes).
+      if (!fp8 && gpu.arch() == "sm_90a" && spe >= 0.25) {
+        KernelConfig sw = c;
+        sw.BLOCK_SIZE_N = 128;
+        sw.BLOCK_SIZE_K = 64;
+        sw.num_stages = 2;
+        sw.SWAP_AB = 1;
+        if (config::kernel_rule_violation(sw, target) == nullptr && depth % sw.BLOCK_SIZE_K == 0 &&
+            moetune_smem_bytes(sw, target) <= gpu.smem_per_block_bytes)
+          c = sw;
+      }
     }
   } else if (spe <= 64) {
     // spe 32 (M=1024) measured: m64 n128 g8 w4 s4 won both GEMMs of every shape (fp8 s3 and s4
@@ -289,29 +308,34 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     // 3 K-tiles, so a 4th stage has nothing to load); 4 stages at SPLIT_K 8 was not measured.
     if (c.SPLIT_K == 8) c.num_stages = 3;
     // 16-bit up, unsplit, on sm_90a (measured on the H200 only): when the k128 s4 grid outgrows
-    // one wave of resident blocks (80 KB each, 2 per H200 SM), the deepest k64 ring whose
-    // resident blocks (s5 51 KB: 4 per SM, s4 41 KB: 5, s3 31 KB: 7) hold the grid in one wave
-    // — as for down above, more resident blocks beat a deeper ring. "Hold" with one standard
-    // deviation of the active-expert count to spare (the grid varies with the routing: at
-    // Qwen3.5 M = 12, 649 expected tiles +-59 against s4's 660, s4 gained 3.6% and s3 7.6%).
-    // Layer A/B, GEMM1 with SiLU·up fused, tables against the defaults: k64 s5
-    // (bench/results/2026-12-01_h200_ninth_session.md, calls 5 and 6) Qwen3.5 TP4 bf16 M = 5,
-    // 6, 7, 8 (300..456 tiles) -21, -14, -6, -3%; DeepSeek-V3 TP8 bf16 M = 5, 6, 8 -22, -13,
-    // -0.4%; at M = 4 (244 tiles, one wave either way) within 0.1%. k64 s3
-    // (2026-12-01_h200_fourteenth_session.md, call 2) Qwen3.5 M = 12, 16 -7.6, -5.5%,
-    // DeepSeek-V3 -5.6, -0.9%. Past one wave (M = 20..32: 960..1304 tiles) no ring won on both
-    // shapes (a grid of 1.04..1.24 waves lost 6-12%): k128 s4 stays there.
+    // one wave of resident blocks (80 KB each, 2 per H200 SM), a shallower ring that holds it in
+    // one wave — as for down above, more resident blocks beat a deeper ring: below 3 blocks per
+    // SM k64 s5 (51 KB, 4 per SM: the deepest ring keeps the few blocks' bytes in flight), else
+    // k128 s2 (40 KB, 5 per SM: half the K-steps of k64 per byte), else k64 s3 (31 KB, 7 per SM).
+    // "Holds" with one standard deviation of the active-expert count to spare (the grid varies
+    // with the routing: at Qwen3.5 M = 12, 649 expected tiles +-59 against 660 resident, k64 s4
+    // gained 3.6% and k64 s3 7.6%). Layer A/B, GEMM1 with SiLU·up fused, against the defaults
+    // of the time, Qwen3.5 TP4 bf16 / DeepSeek-V3 TP8 bf16: k64 s5 against k128 s4 (ninth
+    // session, calls 5, 6) M = 5..8 (300..456 tiles) -21..-3% / -22..-0.4%, M = 4 (244 tiles,
+    // one wave either way) within 0.1%; (bench/results/2026-12-01_h200_fourteenth_session.md)
+    // k64 s3 at M = 12, 16 -7.6, -5.5% / -5.6, -0.9% (call 2); k128 s2, the tuner's pick at
+    // M = 8, 10 (call 5), against k64 s5 at M = 5..8 (call 7, with GEMM2 swap-AB from M = 8):
+    // M = 5, 6 (300, 355 tiles) +7.0, +0.4% / +7.1, +1.8%, M = 7, 8 (408, 456) -0.5, -3.1% /
+    // -2.1, -3.6%, and against k64 s4 at M = 10: -4.4% / -5.4%. Past one wave (M = 20..32,
+    // 960..1304 tiles) no ring won on both shapes (1.04..1.24 waves lost 6-12%): k128 s4 stays.
     if (!fp8 && c.SPLIT_K == 1 && gpu.arch() == "sm_90a" &&
         tiles > resident_blocks(gpu, moetune_smem_bytes(c, target)) && active_experts > 0) {
       const double p = active_experts / shape.E;  // each expert's chance of any token
       const double spare = std::sqrt(shape.E * p * (1.0 - p)) * tiles / active_experts;
-      for (int stages : {5, 4, 3}) {
-        KernelConfig k64 = c;
-        k64.BLOCK_SIZE_K = 64;
-        k64.num_stages = stages;
-        if (tiles + spare <= resident_blocks(gpu, moetune_smem_bytes(k64, target)) &&
-            config::kernel_rule_violation(k64, target) == nullptr) {
-          c = k64;
+      const bool few_per_sm = tiles < 3.0 * gpu.sm_count;
+      for (const auto& [block_k, stages] : {std::pair{64, 5}, std::pair{128, 2}, std::pair{64, 3}}) {
+        if (block_k > depth || (stages == 5 && !few_per_sm)) continue;
+        KernelConfig ring = c;
+        ring.BLOCK_SIZE_K = block_k;
+        ring.num_stages = stages;
+        if (tiles + spare <= resident_blocks(gpu, moetune_smem_bytes(ring, target)) &&
+            config::kernel_rule_violation(ring, target) == nullptr) {
+          c = ring;
           break;
         }
       }

@@ -91,7 +91,8 @@ TEST(ConfigDefaults, MoetuneDecodeUsesSmallTilesAndSplitK) {
 // B, which it does (SWAP_AB 1: m16 n128 k128, up s3, down s2) at spe 0.25..8 (M = 8..256 here),
 // its up tile n256 (GEMM1 then writes the quantized activation) outside spe [0.375, 1)
 // (M = 12..31 here), at 2 stages where that grid fits one wave only so (M = 23..46, below).
-// bf16 up at M = 16 is the one-wave k64 s3 tile (MoetuneSixteenBitUpTakesOneWave).
+// bf16 up at M = 16 is the one-wave k64 s3 tile (MoetuneSixteenBitUpTakesOneWave); bf16 down
+// is swap-AB n128 k64 s2 (MoetuneSwapAbOnlyOnSm90aBlockFp8And16BitDown).
 TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   const KernelConfig swap_up{16, 128, 128, 1, 4, 3, 1, 1}, swap_down{16, 128, 128, 1, 4, 2, 1, 1},
       swap_up256{16, 256, 128, 1, 4, 3, 1, 1}, swap_up256_s2{16, 256, 128, 1, 4, 2, 1, 1};
@@ -102,7 +103,7 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
                               : M < 23 ? swap_up
                               : M <= 46 ? swap_up256_s2
                                         : swap_up256;
-      KernelConfig down = fp8 ? swap_down : KernelConfig{16, 64, 64, 1, 4, 3, 1};
+      KernelConfig down = fp8 ? swap_down : KernelConfig{16, 128, 64, 1, 4, 2, 1, 1};
       if (fp8 && M >= 128) down.GROUP_SIZE_M = 32;  // from 4 slots per expert (M * 8 / 256)
       EXPECT_EQ(up_at(*s, M), up) << M;
       EXPECT_EQ(down_at(*s, M), down) << M;
@@ -119,26 +120,25 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   EXPECT_EQ(up_at(kQwenFp8, 257).SWAP_AB, 0);
 }
 
-// 16-bit up in one wave of the deepest k64 ring that holds it: Qwen3.5 bf16 has 256 x (1 -
-// (31/32)^M) expected active experts, 8 up tiles each (512/64 columns), with a spare of one
-// standard deviation, 8 x sqrt(256 p (1 - p)), p = active / 256. M = 4: 244 tiles, within 2 x 132
-// resident k128 s4 blocks: k128 s4 stays. Resident k64 blocks: s5 4 x 132 = 528, s4 660, s3 924.
-// M = 5: 300 + 45, M = 8: 456 + 53 <= 528: s5. M = 9: 509 + 55, M = 10: 558 + 57 <= 660: s4.
-// M = 11: 604 + 58 = 662 > 660: s3, up to M = 17 (854 + 63 = 917); M = 18: 891 + 64 > 924, no
-// ring holds it: k128 s4. Only on sm_90a, where it was measured: the A100 keeps k128 s4.
+// 16-bit up in one wave of a shallower ring: Qwen3.5 bf16 has 256 x (1 - (31/32)^M) expected
+// active experts, 8 up tiles each (512/64 columns), with a spare of one standard deviation,
+// 8 x sqrt(256 p (1 - p)), p = active / 256. M = 4: 244 tiles, within 2 x 132 resident k128 s4
+// blocks: k128 s4 stays. Resident: k64 s5 4 x 132 = 528, k128 s2 660, k64 s3 924. Below 3
+// blocks per SM (396 tiles) k64 s5: M = 5 (300 + 45), 6 (355 + 49). M = 7 (408 + 51) .. 10
+// (558 + 57 <= 660): k128 s2. M = 11: 604 + 58 = 662 > 660: k64 s3, up to M = 17 (854 + 63 =
+// 917); M = 18: 891 + 64 > 924, no ring holds it: k128 s4. Only on sm_90a, where it was
+// measured: the A100 keeps k128 s4.
 TEST(ConfigDefaults, MoetuneSixteenBitUpTakesOneWave) {
-  const KernelConfig k128{16, 64, 128, 1, 4, 4, 1};
-  auto k64 = [](int stages) { return KernelConfig{16, 64, 64, 1, 4, stages, 1}; };
+  const KernelConfig k128{16, 64, 128, 1, 4, 4, 1}, k128_s2{16, 64, 128, 1, 4, 2, 1},
+      k64_s5{16, 64, 64, 1, 4, 5, 1}, k64_s3{16, 64, 64, 1, 4, 3, 1};
   EXPECT_EQ(up_at(kQwenBf16, 4), k128);
-  for (int M : {5, 6, 7, 8}) EXPECT_EQ(up_at(kQwenBf16, M), k64(5)) << M;
-  for (int M : {9, 10}) EXPECT_EQ(up_at(kQwenBf16, M), k64(4)) << M;
-  for (int M : {11, 12, 16, 17}) EXPECT_EQ(up_at(kQwenBf16, M), k64(3)) << M;
+  for (int M : {5, 6}) EXPECT_EQ(up_at(kQwenBf16, M), k64_s5) << M;
+  for (int M : {7, 8, 9, 10}) EXPECT_EQ(up_at(kQwenBf16, M), k128_s2) << M;
+  for (int M : {11, 12, 16, 17}) EXPECT_EQ(up_at(kQwenBf16, M), k64_s3) << M;
   EXPECT_EQ(up_at(kQwenBf16, 18), k128);
   EXPECT_EQ(up_at(kQwenBf16, 32), k128);
   for (int M : {5, 8, 12})
-    EXPECT_EQ(moetune_default_config(kQwenBf16, gpu(test::kA100), M, false).BLOCK_SIZE_K,
-              128);
-  EXPECT_EQ(down_at(kQwenBf16, 8), (KernelConfig{16, 64, 64, 1, 4, 3, 1}));  // down unchanged
+    EXPECT_EQ(moetune_default_config(kQwenBf16, gpu(test::kA100), M, false), k128) << M;
   // fp8 keeps its own tiles (swap-AB here).
   EXPECT_EQ(up_at(kQwenFp8, 8).SWAP_AB, 1);
   EXPECT_EQ(up_at(kQwenFp8, 12).BLOCK_SIZE_K, 128);
@@ -199,15 +199,22 @@ TEST(ConfigDefaults, MoetuneBlockFp8SwapsFromTwoTokens) {
 }
 
 // Swap-AB runs on wgmma: the RTX PRO 6000 (sm_120) and per-tensor fp8 (not measured) keep the
-// unswapped tiles at every decode size.
-TEST(ConfigDefaults, MoetuneSwapAbOnlyOnSm90aBlockFp8) {
+// unswapped tiles at every decode size; 16-bit takes it for GEMM2 only, from M = 8 here (1/4
+// slot per expert): m16 n128 k64 w4 s2.
+TEST(ConfigDefaults, MoetuneSwapAbOnlyOnSm90aBlockFp8And16BitDown) {
   const MoeShape tensor_fp8 = shape(256, 1, 256, 3072, 8, Dtype::fp8_w8a8, std::nullopt);
+  const KernelConfig swap16{16, 128, 64, 1, 4, 2, 1, 1};
   for (int M : {8, 64, 256}) {
     EXPECT_EQ(moetune_default_config(kQwenFp8, gpu(test::kRtxPro6000), M, false).SWAP_AB, 0);
     EXPECT_EQ(moetune_default_config(kQwenFp8, gpu(test::kRtxPro6000), M, true).SWAP_AB, 0);
+    EXPECT_EQ(moetune_default_config(kQwenBf16, gpu(test::kRtxPro6000), M, true).SWAP_AB, 0);
+    EXPECT_EQ(moetune_default_config(kQwenBf16, gpu(test::kA100), M, true).SWAP_AB, 0);
     EXPECT_EQ(up_at(tensor_fp8, M).SWAP_AB, 0);
-    EXPECT_EQ(down_at(kQwenBf16, M).SWAP_AB, 0);
+    EXPECT_EQ(up_at(kQwenBf16, M).SWAP_AB, 0);
+    EXPECT_EQ(down_at(kQwenBf16, M), swap16) << M;
   }
+  EXPECT_EQ(down_at(kQwenBf16, 7).SWAP_AB, 0);  // 7/32 slot per expert: not measured
+  EXPECT_EQ(down_at(kQwenBf16, 257).SWAP_AB, 0);  // past spe 8: the middle band's m64 tiles
 }
 
 // The fp8 decode n128 rule holds where it was measured only: block fp8 on sm_90a. Per-tensor
@@ -251,7 +258,8 @@ TEST(ConfigDefaults, MoetuneFp8DownN64OnlyWhereMeasured) {
 TEST(ConfigDefaults, MoetuneDecodeDownStagesFp16AndSmallSmem) {
   const MoeShape fp16 = shape(256, 1, 256, 3072, 8, Dtype::fp16, std::nullopt);
   EXPECT_EQ(down_at(fp16, 1).num_stages, 5);
-  EXPECT_EQ(down_at(fp16, 8).num_stages, 3);
+  EXPECT_EQ(down_at(fp16, 4).num_stages, 3);
+  EXPECT_EQ(down_at(fp16, 8), (KernelConfig{16, 128, 64, 1, 4, 2, 1, 1}));  // swap-AB, as bf16
   EXPECT_EQ(moetune_default_config(kQwenBf16, gpu(test::kRtxPro6000), 1, true).num_stages, 3);
 }
 

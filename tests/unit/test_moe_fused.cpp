@@ -66,6 +66,22 @@ TEST(MoeFused, PdlOnByDefaultFromSm90) {
   EXPECT_FALSE(FusedMoe(deepseek("bf16"), h200, {}, {}, sm89).pdl());
 }
 
+// The default tables follow the arch the kernels are compiled for: an H200 told to build sm_89
+// kernels gets no wgmma-only tile (swap-AB), for bf16 and block fp8 alike; its own arch does.
+TEST(MoeFused, DefaultTablesFollowAnArchOverride) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  FusedMoeOptions sm89;
+  sm89.arch = "sm_89";
+  for (const char* dtype : {"bf16", "fp8_block"}) {
+    const FusedMoe own(deepseek(dtype), h200);
+    EXPECT_EQ(own.down_config(64).SWAP_AB, 1) << dtype;
+    const FusedMoe older(deepseek(dtype), h200, {}, {}, sm89);
+    EXPECT_EQ(older.arch(), "sm_89");
+    for (const auto& [M, c] : older.up_table()) EXPECT_EQ(c.SWAP_AB, 0) << dtype << " up M=" << M;
+    for (const auto& [M, c] : older.down_table()) EXPECT_EQ(c.SWAP_AB, 0) << dtype << " down M=" << M;
+  }
+}
+
 TEST(MoeFused, CheckRefusesWithTheFieldAtFault) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   const GpuSpec& a100 = require_gpu("NVIDIA A100-SXM4-80GB");
