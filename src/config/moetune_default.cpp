@@ -118,6 +118,8 @@ bool n256_up_one_wave_at_s2(double blocks, const GpuSpec& gpu, int smem_s3, int 
 // 3% of 2, split 8 behind; at 122 tiles (M = 4) 1 and 2 were within 3.5% either way; from about
 // 150 tiles (M = 5) split 1 won by 1.4-5%.
 constexpr double kSwapSplitTiles = 0.75;
+// The longest GEMM2 reduction (N) at which 16-bit decode GEMM2 takes swap-AB: the one measured.
+constexpr long long kSwap16DownMaxDepth = 256;
 void set_block_fp8_down(KernelConfig& c) {
   c.BLOCK_SIZE_N = 64;
   c.num_stages = 3;
@@ -201,9 +203,11 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
       // defaults (bench/results/2026-12-01_h200_fourteenth_session.md, call 6), M = 8..256:
       // Qwen3.5 bf16 TP4 -0.1..-1.9%, DeepSeek-V3 TP8 bf16 -0.2..-1.1%, at each of 9 sizes
       // (call 7, another H200, with the up rule below: M = 12..256 -0.1..-0.6% / +0.1..-0.7%).
-      // Measured on E = 256, topk 8 only; not below M = 8, not on fp16 (same element width:
-      // same rule), not on few-expert models (Mixtral takes it from M = 1: `check` passes).
-      if (!fp8 && gpu.arch() == "sm_90a" && spe >= 0.25) {
+      // Measured on E = 256, topk 8, N = 256 only (a reduction of 4 K-tiles, all in flight at
+      // once in the s2 ring's two stages of the non-warp-specialized kernel): longer reductions
+      // (Mixtral's N = 7168 per rank at TP2) keep the unswapped tiles, as do M < 8 and the
+      // mma.sync GPUs. fp16 follows bf16 (same element width; not measured).
+      if (!fp8 && gpu.arch() == "sm_90a" && spe >= 0.25 && depth <= kSwap16DownMaxDepth) {
         KernelConfig sw = c;
         sw.BLOCK_SIZE_N = 128;
         sw.BLOCK_SIZE_K = 64;

@@ -200,7 +200,7 @@ TEST(ConfigDefaults, MoetuneBlockFp8SwapsFromTwoTokens) {
 
 // Swap-AB runs on wgmma: the RTX PRO 6000 (sm_120) and per-tensor fp8 (not measured) keep the
 // unswapped tiles at every decode size; 16-bit takes it for GEMM2 only, from M = 8 here (1/4
-// slot per expert): m16 n128 k64 w4 s2.
+// slot per expert) and at N = 256: m16 n128 k64 w4 s2.
 TEST(ConfigDefaults, MoetuneSwapAbOnlyOnSm90aBlockFp8And16BitDown) {
   const MoeShape tensor_fp8 = shape(256, 1, 256, 3072, 8, Dtype::fp8_w8a8, std::nullopt);
   const KernelConfig swap16{16, 128, 64, 1, 4, 2, 1, 1};
@@ -214,6 +214,12 @@ TEST(ConfigDefaults, MoetuneSwapAbOnlyOnSm90aBlockFp8And16BitDown) {
     EXPECT_EQ(down_at(kQwenBf16, M), swap16) << M;
   }
   EXPECT_EQ(down_at(kQwenBf16, 7).SWAP_AB, 0);  // 7/32 slot per expert: not measured
+  // Only the measured reduction (N = 256): Mixtral-8x7B at TP2 (N = 7168) and N = 512 keep
+  // the unswapped tiles.
+  const MoeShape mixtral = shape(8, 1, 7168, 4096, 2, Dtype::bf16, std::nullopt);
+  const MoeShape n512 = shape(256, 1, 512, 3072, 8, Dtype::bf16, std::nullopt);
+  for (int M : {1, 8, 32}) EXPECT_EQ(down_at(mixtral, M).SWAP_AB, 0) << M;
+  EXPECT_EQ(down_at(n512, 64).SWAP_AB, 0);
   EXPECT_EQ(down_at(kQwenBf16, 257).SWAP_AB, 0);  // past spe 8: the middle band's m64 tiles
 }
 
