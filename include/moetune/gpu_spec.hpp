@@ -22,13 +22,24 @@ struct GpuSpec {
   int l2_bytes = 0;
   int cc_major = 0, cc_minor = 0;    // compute capability
   std::string source;                // where the numbers come from (datasheet, CUDA guide)
+  // The NVRTC target kernels are built for when it is not the GPU's own (gpu_for_arch); "" =
+  // the rule of arch() below.
+  std::string target_arch;
 
   int compute_capability() const { return cc_major * 10 + cc_minor; }
-  // NVRTC target: "sm_90a" on Hopper (wgmma), "sm_100a" on B200, else "sm_<cc>".
+  // NVRTC target: target_arch if set, else "sm_90a" on Hopper (wgmma), "sm_100a" on B200, else
+  // "sm_<cc>".
   std::string arch() const;
   // Dense tensor-core peak for the dtype in FLOP/s; nullopt if the GPU cannot run it.
   std::optional<double> peak_flops(Dtype d) const;
 };
+
+// The GPU as the config rules see it when its kernels are built for `arch` ("sm_89", "sm_90",
+// "compute_90", ...) instead of its own target: arch() returns `arch`, and the compute
+// capability is the one `arch` names (unchanged if it names none). An empty `arch`, or the
+// GPU's own, returns the GPU unchanged. So that, e.g., an H200 told to build sm_90 (not sm_90a)
+// kernels gets no wgmma-only default tile.
+GpuSpec gpu_for_arch(const GpuSpec& gpu, const std::string& arch);
 
 // All entries of the table.
 const std::vector<GpuSpec>& gpu_specs();

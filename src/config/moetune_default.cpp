@@ -161,7 +161,7 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     c.BLOCK_SIZE_N = 64;
     if (!down) {
       // Up: n64 k128 s4 won M = 8..64 on all three shapes (bf16 M=256: tie with k64 s5, 0.3%),
-      // GEMM1 alone and unfused; the 16-bit one-wave rule below takes k64 s5 at M = 5..9.
+      // GEMM1 alone and unfused; the 16-bit one-wave rule below takes shallower rings at M = 5..17.
       // The data differs from the recommendation (n64) at fp8 M=256 (both shapes, both runs)
       // and DeepSeek fp8 M=8 (prefetch run), where m16n128k128 w8 s5 was 1-4% ahead: within the
       // run-to-run noise (~5%), while that config lost by 1-8% at M = 8..64 elsewhere; n64 stays.

@@ -289,8 +289,11 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
 
     for (const std::int64_t M : opts.batch) {
       std::vector<std::pair<KernelConfig, KernelConfig>> configs;
-      configs.emplace_back(moetune_default_config(s, gpu, static_cast<int>(std::min<std::int64_t>(M, 1 << 30))),
-                           moetune_default_config(s, gpu, static_cast<int>(std::min<std::int64_t>(M, 1 << 30)), true));
+      // The defaults for the arch the kernels are built for (opts.arch may not be the GPU's).
+      const GpuSpec target = gpu_for_arch(gpu, arch);
+      const int Md = static_cast<int>(std::min<std::int64_t>(M, 1 << 30));
+      configs.emplace_back(moetune_default_config(s, target, Md),
+                           moetune_default_config(s, target, Md, true));
       for (int i = 0; i < opts.random_configs; ++i)
         configs.push_back(random_valid_configs(s, gpu, arch, (case_seed += 7) ^ std::uint64_t(M)));
 

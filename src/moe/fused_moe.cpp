@@ -121,22 +121,6 @@ ConfigTable default_table(const MoeShape& shape, const GpuSpec& gpu, bool down) 
   return t;
 }
 
-// The GPU as the default tables see it when the kernels are compiled for another arch than its
-// own (FusedMoeOptions::arch, e.g. sm_89 on an H200 to run the mma.sync paths): the compute
-// capability of "sm_<major><minor>[a]", so that no default asks for what that arch lacks
-// (wgmma's swap-AB tiles are sm_90a only).
-GpuSpec gpu_for_arch(const GpuSpec& gpu, const std::string& arch) {
-  if (arch.empty() || arch == gpu.arch() || arch.rfind("sm_", 0) != 0) return gpu;
-  int cc = 0;
-  for (std::size_t i = 3; i < arch.size() && arch[i] >= '0' && arch[i] <= '9'; ++i)
-    cc = cc * 10 + (arch[i] - '0');
-  if (cc < 10) return gpu;
-  GpuSpec g = gpu;
-  g.cc_major = cc / 10;
-  g.cc_minor = cc % 10;
-  return g;
-}
-
 int lookup_M(std::int64_t M) {
   return static_cast<int>(std::clamp<std::int64_t>(M, 1, 1 << 30));
 }

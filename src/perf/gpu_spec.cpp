@@ -230,10 +230,29 @@ std::string normalize(std::string_view s) {
 }  // namespace
 
 std::string GpuSpec::arch() const {
+  if (!target_arch.empty()) return target_arch;
   // wgmma (sm_90a) and tcgen05 (sm_100a) exist only in the arch-specific targets.
   if (cc_major == 9 && cc_minor == 0) return "sm_90a";
   if (cc_major == 10 && cc_minor == 0) return "sm_100a";
   return fmt::format("sm_{}{}", cc_major, cc_minor);
+}
+
+GpuSpec gpu_for_arch(const GpuSpec& gpu, const std::string& arch) {
+  if (arch.empty() || arch == gpu.arch()) return gpu;
+  GpuSpec g = gpu;
+  g.target_arch = arch;
+  for (const std::string_view prefix : {"sm_", "compute_"}) {
+    if (arch.rfind(prefix, 0) != 0) continue;
+    int cc = 0;
+    std::size_t i = prefix.size();
+    for (; i < arch.size() && arch[i] >= '0' && arch[i] <= '9' && cc < 100000; ++i)
+      cc = cc * 10 + (arch[i] - '0');
+    if (i > prefix.size() && cc >= 10) {  // "sm_89" -> 8.9, "sm_100a" -> 10.0
+      g.cc_major = cc / 10;
+      g.cc_minor = cc % 10;
+    }
+  }
+  return g;
 }
 
 std::optional<double> GpuSpec::peak_flops(Dtype d) const {

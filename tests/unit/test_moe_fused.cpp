@@ -67,18 +67,21 @@ TEST(MoeFused, PdlOnByDefaultFromSm90) {
 }
 
 // The default tables follow the arch the kernels are compiled for: an H200 told to build sm_89
-// kernels gets no wgmma-only tile (swap-AB), for bf16 and block fp8 alike; its own arch does.
+// or plain sm_90 kernels gets no wgmma-only tile (swap-AB), for bf16 and block fp8 alike; its
+// own arch (sm_90a) does.
 TEST(MoeFused, DefaultTablesFollowAnArchOverride) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
-  FusedMoeOptions sm89;
-  sm89.arch = "sm_89";
   for (const char* dtype : {"bf16", "fp8_block"}) {
     const FusedMoe own(deepseek(dtype), h200);
     EXPECT_EQ(own.down_config(64).SWAP_AB, 1) << dtype;
-    const FusedMoe older(deepseek(dtype), h200, {}, {}, sm89);
-    EXPECT_EQ(older.arch(), "sm_89");
-    for (const auto& [M, c] : older.up_table()) EXPECT_EQ(c.SWAP_AB, 0) << dtype << " up M=" << M;
-    for (const auto& [M, c] : older.down_table()) EXPECT_EQ(c.SWAP_AB, 0) << dtype << " down M=" << M;
+    for (const char* arch : {"sm_89", "sm_90"}) {
+      FusedMoeOptions o;
+      o.arch = arch;
+      const FusedMoe other(deepseek(dtype), h200, {}, {}, o);
+      EXPECT_EQ(other.arch(), arch);
+      for (const auto& [M, c] : other.up_table()) EXPECT_EQ(c.SWAP_AB, 0) << dtype << arch << M;
+      for (const auto& [M, c] : other.down_table()) EXPECT_EQ(c.SWAP_AB, 0) << dtype << arch << M;
+    }
   }
 }
 

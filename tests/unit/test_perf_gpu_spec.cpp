@@ -129,6 +129,29 @@ TEST(GpuSpec, ArchStrings) {
   EXPECT_EQ(require_gpu("A100").arch(), "sm_80");
 }
 
+// gpu_for_arch: the GPU as the config rules see it for another build target. Hopper's plain
+// "sm_90" (no wgmma) must not read back as "sm_90a".
+TEST(GpuSpec, ForArchTakesTheTargetAndItsComputeCapability) {
+  const GpuSpec& h200 = require_gpu("H200");
+  EXPECT_EQ(gpu_for_arch(h200, "").arch(), "sm_90a");
+  EXPECT_EQ(gpu_for_arch(h200, "sm_90a").target_arch, "");  // its own: unchanged
+  const GpuSpec sm90 = gpu_for_arch(h200, "sm_90");
+  EXPECT_EQ(sm90.arch(), "sm_90");
+  EXPECT_EQ(sm90.compute_capability(), 90);
+  EXPECT_EQ(sm90.sm_count, h200.sm_count);  // the hardware numbers stay
+  const GpuSpec sm89 = gpu_for_arch(h200, "sm_89");
+  EXPECT_EQ(sm89.arch(), "sm_89");
+  EXPECT_EQ(sm89.compute_capability(), 89);
+  EXPECT_EQ(gpu_for_arch(h200, "compute_90").arch(), "compute_90");
+  EXPECT_EQ(gpu_for_arch(h200, "compute_90").compute_capability(), 90);
+  const GpuSpec& a100 = require_gpu("A100");
+  EXPECT_EQ(gpu_for_arch(a100, "sm_100a").compute_capability(), 100);
+  EXPECT_EQ(gpu_for_arch(a100, "sm_100a").arch(), "sm_100a");
+  // Digits it cannot read leave the compute capability as it was.
+  EXPECT_EQ(gpu_for_arch(a100, "sm_x").compute_capability(), 80);
+  EXPECT_GT(gpu_for_arch(a100, "sm_99999999999").compute_capability(), 0);  // no int overflow
+}
+
 TEST(GpuSpec, FallbackIsInTheTable) {
   EXPECT_EQ(require_gpu(kFallbackGpu).name, "NVIDIA H200");
 }
