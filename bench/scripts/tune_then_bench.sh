@@ -12,6 +12,8 @@ start=$(date +%s)
 # shellcheck disable=SC2086
 timeout 300 .devbin/moetune tune $MODEL --batch "$BATCH" --out "$out/t" >"$out/tune_stdout.txt" 2>&1
 echo "tune rc=$? in $(( $(date +%s) - start )) s"; tail -n 15 "$out/tune_stdout.txt"
+# The device tool does not bring back names holding '=' or ',': plain-named copies beside them.
+for f in "$out"/t/*; do cp "$f" "$out/$(basename "$f" | tr '=,' '__')"; done
 up=$(ls "$out"/t/E=*.json 2>/dev/null | grep -vE '_down.json|meta.json' | head -n 1)
 echo "up table: ${up:-none}"
 [ -n "$up" ] || exit 1
