@@ -324,8 +324,8 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     // one wave either way) within 0.1%; (bench/results/2026-12-01_h200_fourteenth_session.md)
     // k64 s3 at M = 12, 16 -7.6, -5.5% / -5.6, -0.9% (call 2); k128 s2, the tuner's pick at
     // M = 8, 10 (call 5), against k64 s5 at M = 5..8 (call 7, with GEMM2 swap-AB from M = 8):
-    // M = 5, 6 (300, 355 tiles) +7.0, +0.4% / +7.1, +1.8%, M = 7, 8 (408, 456) -0.5, -3.1% /
-    // -2.1, -3.6%, and against k64 s4 at M = 10: -4.4% / -5.4%. Past one wave (M = 20..32,
+    // M = 5, 6 (300, 355 tiles) +6.8, +0.3% / +7.0, +1.8%, M = 7, 8 (408, 456) -0.6, -3.4% /
+    // -2.1, -3.6%, and against k64 s4 at M = 10: -4.4% / -5.5%. Past one wave (M = 20..32,
     // 960..1304 tiles) no ring won on both shapes (1.04..1.24 waves lost 6-12%): k128 s4 stays.
     if (!fp8 && c.SPLIT_K == 1 && gpu.arch() == "sm_90a" &&
         tiles > resident_blocks(gpu, moetune_smem_bytes(c, target)) && active_experts > 0) {
