@@ -34,6 +34,10 @@ struct GpuSpec {
   std::optional<double> peak_flops(Dtype d) const;
 };
 
+// The compute capability an NVRTC target names: "sm_89" -> 89, "sm_100a" -> 100, "compute_90"
+// -> 90; nullopt when it names none ("", "sm_", "90").
+std::optional<int> arch_compute_capability(std::string_view arch);
+
 // The GPU as the config rules see it when its kernels are built for `arch` ("sm_89", "sm_90",
 // "compute_90", ...) instead of its own target: arch() returns `arch`, and the compute
 // capability is the one `arch` names (unchanged if it names none). An empty `arch`, or the

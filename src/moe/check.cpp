@@ -287,10 +287,10 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
       dw.bias = cuda::to_device(bias);
     }
 
+    // The defaults for the arch the kernels are built for (opts.arch may not be the GPU's).
+    const GpuSpec target = gpu_for_arch(gpu, arch);
     for (const std::int64_t M : opts.batch) {
       std::vector<std::pair<KernelConfig, KernelConfig>> configs;
-      // The defaults for the arch the kernels are built for (opts.arch may not be the GPU's).
-      const GpuSpec target = gpu_for_arch(gpu, arch);
       const int Md = static_cast<int>(std::min<std::int64_t>(M, 1 << 30));
       configs.emplace_back(moetune_default_config(s, target, Md),
                            moetune_default_config(s, target, Md, true));

@@ -35,12 +35,8 @@ bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M, const KernelConfig& 
 }
 
 bool arch_supports_pdl(const std::string& arch) {
-  if (arch.rfind("sm_", 0) != 0) return false;
-  int cc = 0;
-  std::size_t i = 3;
-  for (; i < arch.size() && arch[i] >= '0' && arch[i] <= '9' && cc < 100000; ++i)
-    cc = cc * 10 + (arch[i] - '0');
-  return i > 3 && cc >= 90;
+  const std::optional<int> cc = arch_compute_capability(arch);
+  return arch.rfind("sm_", 0) == 0 && cc && *cc >= 90;  // a real target, not a virtual compute_
 }
 
 bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logits) {

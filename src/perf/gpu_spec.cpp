@@ -237,20 +237,26 @@ std::string GpuSpec::arch() const {
   return fmt::format("sm_{}{}", cc_major, cc_minor);
 }
 
-GpuSpec gpu_for_arch(const GpuSpec& gpu, const std::string& arch) {
-  if (arch.empty() || arch == gpu.arch()) return gpu;
-  GpuSpec g = gpu;
-  g.target_arch = arch;
+std::optional<int> arch_compute_capability(std::string_view arch) {
   for (const std::string_view prefix : {"sm_", "compute_"}) {
-    if (arch.rfind(prefix, 0) != 0) continue;
+    if (arch.substr(0, prefix.size()) != prefix) continue;
     int cc = 0;
     std::size_t i = prefix.size();
     for (; i < arch.size() && arch[i] >= '0' && arch[i] <= '9' && cc < 100000; ++i)
       cc = cc * 10 + (arch[i] - '0');
-    if (i > prefix.size() && cc >= 10) {  // "sm_89" -> 8.9, "sm_100a" -> 10.0
-      g.cc_major = cc / 10;
-      g.cc_minor = cc % 10;
-    }
+    if (i > prefix.size()) return cc;
+  }
+  return std::nullopt;
+}
+
+GpuSpec gpu_for_arch(const GpuSpec& gpu, const std::string& arch) {
+  if (arch.empty() || arch == gpu.arch()) return gpu;
+  GpuSpec g = gpu;
+  g.target_arch = arch;
+  const std::optional<int> cc = arch_compute_capability(arch);
+  if (cc && *cc >= 10) {  // "sm_89" -> 8.9, "sm_100a" -> 10.0
+    g.cc_major = *cc / 10;
+    g.cc_minor = *cc % 10;
   }
   return g;
 }

@@ -152,6 +152,15 @@ TEST(GpuSpec, ForArchTakesTheTargetAndItsComputeCapability) {
   EXPECT_GT(gpu_for_arch(a100, "sm_99999999999").compute_capability(), 0);  // no int overflow
 }
 
+TEST(GpuSpec, ArchComputeCapability) {
+  EXPECT_EQ(arch_compute_capability("sm_89"), 89);
+  EXPECT_EQ(arch_compute_capability("sm_90a"), 90);
+  EXPECT_EQ(arch_compute_capability("sm_100a"), 100);
+  EXPECT_EQ(arch_compute_capability("compute_90"), 90);
+  for (const char* a : {"", "sm_", "90", "compute_", "gfx90a"})
+    EXPECT_EQ(arch_compute_capability(a), std::nullopt) << a;
+}
+
 TEST(GpuSpec, FallbackIsInTheTable) {
   EXPECT_EQ(require_gpu(kFallbackGpu).name, "NVIDIA H200");
 }
