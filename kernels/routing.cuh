@@ -75,7 +75,8 @@ __device__ __forceinline__ void sort_desc(unsigned (&key)[n], int (&id)[n], floa
 
 // One token's routing by one warp: every lane gets the TOPK ids (descending score) and their
 // final weights (renormalized and scaled). row: the token's E_GLOBAL logits; s_choice: E_GLOBAL
-// floats of shared memory of this warp (N_GROUP > 1 only; may be nullptr otherwise).
+// floats of shared memory of this warp (read only when N_GROUP > 1 and a group is not whole lane
+// columns, E_GLOBAL / N_GROUP not a multiple of 32; may be nullptr otherwise).
 template <int E_GLOBAL, int TOPK, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
           bool RENORMALIZE>
 __device__ __forceinline__ void route_token(const float* __restrict__ row,
@@ -127,7 +128,54 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
     c[j] = e < E_GLOBAL ? (HAS_BIAS ? s[j] + correction_bias[e] : s[j]) : kNegInf;
   }
 
-  if constexpr (N_GROUP > 1) {
+  if constexpr (N_GROUP > 1 && kGroupSize % 32 == 0) {
+    // Groups of whole lane columns (DeepSeek-V3: 8 groups of 32, group g = column j = g): each
+    // group's two largest c by a butterfly over the lanes, every lane getting every group's
+    // score, and a group is kept when fewer than TOPK_GROUP groups beat it (larger score, or
+    // equal and a smaller id: warp_argmax's order). The same groups as the shared-memory scan
+    // below, without its 32 dependent loads per group and TOPK_GROUP argmax rounds on one warp.
+    constexpr int kJ = kGroupSize / 32;  // lane columns per group
+    float gs[N_GROUP];
+#pragma unroll
+    for (int g = 0; g < N_GROUP; ++g) {
+      float t1 = kNegInf, t2 = kNegInf;  // NaN never enters (as in the scan: v > top fails)
+#pragma unroll
+      for (int jj = 0; jj < kJ; ++jj) {
+        const float v = c[g * kJ + jj];
+        if (v > t1) {
+          t2 = t1;
+          t1 = v;
+        } else if (v > t2) {
+          t2 = v;
+        }
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) {  // merge two (top1 >= top2) pairs
+        const float o1 = __shfl_xor_sync(0xffffffffu, t1, off);
+        const float o2 = __shfl_xor_sync(0xffffffffu, t2, off);
+        if (o1 > t1) {
+          t2 = fmaxf(t1, o2);
+          t1 = o1;
+        } else {
+          t2 = fmaxf(t2, o1);
+        }
+      }
+      gs[g] = HAS_BIAS ? t1 + t2 : t1;
+      if (gs[g] != gs[g]) gs[g] = kNegInf;  // inf + -inf: an ordinary loser, as below
+    }
+    unsigned keep = 0;
+#pragma unroll
+    for (int g = 0; g < N_GROUP; ++g) {
+      int beaten_by = 0;
+#pragma unroll
+      for (int h = 0; h < N_GROUP; ++h)
+        beaten_by += (gs[h] > gs[g] || (gs[h] == gs[g] && h < g)) ? 1 : 0;
+      if (beaten_by < TOPK_GROUP) keep |= 1u << g;
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (!((keep >> (j / kJ)) & 1u)) c[j] = kNegInf;
+  } else if constexpr (N_GROUP > 1) {
 #pragma unroll
     for (int j = 0; j < kPer; ++j)
       if (lane + 32 * j < E_GLOBAL) s_choice[lane + 32 * j] = c[j];

@@ -24,11 +24,13 @@ inline constexpr std::int64_t kAlignSmallSlots = 4096;
 // moe_route_align (routing + alignment in one block) at decode sizes: up to kRouteAlignMaxTokens
 // tokens (one per warp of its 256 threads) and kRouteAlignMaxSlots slots (its shared id table).
 // Measured on an H200 (bench/results/2026-11-30_h200_route_align2.md): the layer gains 0.3-0.6
-// us at M = 1..4 on all three anchor shapes, M = 8 is within +-0.3 us either way, and at 4
-// tokens per warp (M = 32) the serial routing cost far more than the launch it saves (+8..+19
-// us, 2026-11-30_h200_branches.md): fused up to M = 4.
+// us at M = 1..4 on all three anchor shapes, and at 4 tokens per warp (M = 32) the serial
+// routing cost far more than the launch it saves (+8..+19 us, 2026-11-30_h200_branches.md).
+// Up to 8 tokens against 4 (2026-12-01_h200_fifteenth_session.md, call 1, two interleaved runs,
+// layer): M = 5 -2.8% / -0.9% / -0.4% (DeepSeek-V3 fp8, Qwen3.5 fp8, Qwen3.5 bf16), M = 6
+// +0.3..+0.5%, M = 7 -0.3..+4.8%, M = 8 -0.2..+2.6%: fused up to M = 5.
 inline constexpr int kRouteAlignThreads = 256;
-inline constexpr std::int64_t kRouteAlignMaxTokens = 4;
+inline constexpr std::int64_t kRouteAlignMaxTokens = 5;
 inline constexpr int kRouteAlignMaxSlots = 512;
 
 // Activation element code of kernels/common/tile_math.cuh (kDtypeBf16 / kDtypeFp16).

@@ -151,8 +151,8 @@ TEST(MoeStageSpecs, NamesCarryTheirParameters) {
             "moetune::moe_route_align<256, 8, 1, 8, 4, true, true, 16, 256, 512, 512, 0, 128>");
   EXPECT_THROW(routing_spec(s, "sm_90a", true), InputError);  // bf16 has nothing to quantize
   EXPECT_TRUE(route_align_fits(s, 1));
-  EXPECT_TRUE(route_align_fits(s, 4));    // measured faster up to M = 4
-  EXPECT_FALSE(route_align_fits(s, 5));   // M = 8 no faster, M = 32 slower
+  EXPECT_TRUE(route_align_fits(s, 5));    // measured faster up to M = 5
+  EXPECT_FALSE(route_align_fits(s, 6));   // M = 6..8 no faster, M = 32 slower
   EXPECT_FALSE(route_align_fits(s, 0));
   MoeShape wide = s;
   wide.topk = 128;
