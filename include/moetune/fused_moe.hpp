@@ -16,7 +16,7 @@
 // Block fp8's activation stage is one kernel (SiLU·up and its per-token block_k quantization:
 // MoeWorkspaceLayout::act_quant_fused); per-tensor fp8 needs the global amax first (three).
 // The stage kernels (forward_staged, enqueue_stage; forward above M = 4) route and align in one
-// single-block launch at M <= 4 (routing_fuses_align); block fp8 quantizes the hidden states in
+// single-block launch at M <= 5 (routing_fuses_align); block fp8 quantizes the hidden states in
 // the routing launch (routing_fuses_quant).
 // On sm_90+ each stage kernel is a programmatic dependent launch (FusedMoeOptions::pdl): it may
 // start while the previous kernel on the stream (a stage, or the caller's last kernel) finishes,
@@ -40,7 +40,7 @@
 //   out             [M, K] act: out[t] = Σ_j topk_weights[t, j] · w2[e_j] · silu_mul(w13[e_j] · x[t])
 //   workspace       workspace_bytes(max_M) bytes, 256-byte aligned, for any M <= max_M. Split-K
 //                   GEMMs keep arrival counters there; the alignment of each call (or the
-//                   routing+align kernel at M <= 4) zeroes the ones its GEMMs use (the layout
+//                   routing+align kernel at M <= 5) zeroes the ones its GEMMs use (the layout
 //                   moves with M), and the GEMMs leave them zero.
 //                   init_workspace (zero-fill) is not needed, and harmless.
 // Errors: InputError (field, value, reason) for shapes, configs or arguments the kernels cannot
