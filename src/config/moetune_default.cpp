@@ -119,7 +119,12 @@ bool n256_up_one_wave_at_s2(double blocks, const GpuSpec& gpu, int smem_s3, int 
 // 150 tiles (M = 5) split 1 won by 1.4-5%.
 constexpr double kSwapSplitTiles = 0.75;
 // The longest GEMM2 reduction (N) at which 16-bit decode GEMM2 takes swap-AB: the one measured.
+// Above it swap-AB lost on Mixtral-8x7B TP2 (N = 7168: +6.5..+23.8% at M = 2..32) and was mixed
+// on Qwen3-30B-A3B, OLMoE and gpt-oss-20b bf16 (N = 768, 1024, 2880: -2.4..+2.7%;
+// bench/results/2026-12-01_h200_fifteenth_session.md, call 1).
 constexpr long long kSwap16DownMaxDepth = 256;
+// 16-bit up takes m16 n256 k128 w8 s3 from this many token slots per expert (see its rule).
+constexpr double kW8UpMinSpe = 2.5;
 void set_block_fp8_down(KernelConfig& c) {
   c.BLOCK_SIZE_N = 64;
   c.num_stages = 3;
@@ -344,6 +349,27 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
         }
       }
     }
+  }
+
+  // 16-bit up from 2.5 token slots per expert (M = 80 at topk 8 of 256) to the end of decode:
+  // m16 n256 k128 w8 s3 (two warps per 16-row slice; 209 KB, one block per SM), which `moetune
+  // tune` picked at M = 20 (Qwen3.5 bf16 TP4, fourteenth session). Layer, tables against the
+  // defaults, two interleaved runs each (bench/results/2026-12-01_h200_fifteenth_session.md,
+  // calls 2 and 3, two H200s), Qwen3.5 TP4 bf16 / DeepSeek-V3 TP8 bf16: M = 80 -2.9 / -0.9%,
+  // 96 -4.0 / -2.3%, 112 -3.2 / -1.9%, 128 -2.7 / -1.5%, 160 -2.0 / -0.9%, 192 -1.7 / -0.8%,
+  // 224 -1.8 / -0.7%, 256 -1.8 / -0.7% (call 3; call 2 agrees at 96..256); at M = 64 it lost
+  // (+2.5 / +5.9%), and below that it won or lost by the wave (12: +21 / +21%, 20: -2.9 / -1.8%,
+  // 32: +0.5 / +4.2%). Measured at N = 256 (2N = 512 columns) only: other N keep n64 k128 s4.
+  if (!fp8 && !down && spe >= kW8UpMinSpe && spe <= 8 && cols == 512 && c.SPLIT_K == 1 &&
+      gpu.arch() == "sm_90a") {
+    KernelConfig w8 = c;
+    w8.BLOCK_SIZE_N = 256;
+    w8.BLOCK_SIZE_K = 128;
+    w8.num_warps = 8;
+    w8.num_stages = 3;
+    if (config::kernel_rule_violation(w8, target) == nullptr && depth % w8.BLOCK_SIZE_K == 0 &&
+        moetune_smem_bytes(w8, target) <= gpu.smem_per_block_bytes)
+      c = w8;
   }
 
   // Swap-AB (SWAP_AB 1: weights as the wgmma's A, the tile's 16 token rows as its N) for block

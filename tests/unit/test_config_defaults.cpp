@@ -91,15 +91,18 @@ TEST(ConfigDefaults, MoetuneDecodeUsesSmallTilesAndSplitK) {
 // B, which it does (SWAP_AB 1: m16 n128 k128, up s3, down s2) at spe 0.25..8 (M = 8..256 here),
 // its up tile n256 (GEMM1 then writes the quantized activation) outside spe [0.375, 1)
 // (M = 12..31 here), at 2 stages where that grid fits one wave only so (M = 23..46, below).
-// bf16 up at M = 16 is the one-wave k64 s3 tile (MoetuneSixteenBitUpTakesOneWave); bf16 down
-// is swap-AB n128 k64 s2 (MoetuneSwapAbOnlyOnSm90aBlockFp8And16BitDown).
+// bf16 up at M = 16 is the one-wave k64 s3 tile (MoetuneSixteenBitUpTakesOneWave), from M = 80
+// n256 w8 s3 (MoetuneSixteenBitUpW8FromSpe2p5); bf16 down is swap-AB n128 k64 s2
+// (MoetuneSwapAbOnlyOnSm90aBlockFp8And16BitDown).
 TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   const KernelConfig swap_up{16, 128, 128, 1, 4, 3, 1, 1}, swap_down{16, 128, 128, 1, 4, 2, 1, 1},
       swap_up256{16, 256, 128, 1, 4, 3, 1, 1}, swap_up256_s2{16, 256, 128, 1, 4, 2, 1, 1};
   for (const MoeShape* s : {&kQwenBf16, &kQwenFp8, &kDsv3Fp8}) {
     const bool fp8 = s->dtype == Dtype::fp8_w8a8;  // block fp8: swap-AB at every M here
     for (int M : {16, 31, 32, 63, 64, 127, 128, 256}) {
-      const KernelConfig up = !fp8 ? KernelConfig{16, 64, M <= 17 ? 64 : 128, 1, 4, M <= 17 ? 3 : 4, 1}
+      const KernelConfig up = !fp8 ? (M >= 80 ? KernelConfig{16, 256, 128, 1, 8, 3, 1}
+                                              : KernelConfig{16, 64, M <= 17 ? 64 : 128, 1, 4,
+                                                             M <= 17 ? 3 : 4, 1})
                               : M < 23 ? swap_up
                               : M <= 46 ? swap_up256_s2
                                         : swap_up256;
@@ -142,6 +145,26 @@ TEST(ConfigDefaults, MoetuneSixteenBitUpTakesOneWave) {
   // fp8 keeps its own tiles (swap-AB here).
   EXPECT_EQ(up_at(kQwenFp8, 8).SWAP_AB, 1);
   EXPECT_EQ(up_at(kQwenFp8, 12).BLOCK_SIZE_K, 128);
+}
+
+// 16-bit up from 2.5 token slots per expert to spe 8 (M = 80..256 at topk 8 of 256): m16 n256
+// k128 w8 s3, measured at 2N = 512 columns (N = 256) on sm_90a only. M = 79 (spe 2.47) and
+// M = 257 (past decode) keep their tiles; so do another N, fp8, the A100, and GEMM2.
+TEST(ConfigDefaults, MoetuneSixteenBitUpW8FromSpe2p5) {
+  const KernelConfig w8{16, 256, 128, 1, 8, 3, 1};
+  const MoeShape ds_bf16 = shape(256, 1, 256, 7168, 8, Dtype::bf16, std::nullopt);
+  for (const MoeShape* s : {&kQwenBf16, &ds_bf16}) {
+    for (int M : {80, 96, 128, 200, 256}) EXPECT_EQ(up_at(*s, M), w8) << M;
+    EXPECT_EQ(up_at(*s, 79), (KernelConfig{16, 64, 128, 1, 4, 4, 1}));
+    EXPECT_NE(up_at(*s, 257), w8);
+    EXPECT_EQ(down_at(*s, 128).BLOCK_SIZE_N, 128);  // GEMM2 keeps its swap-AB tile
+  }
+  const MoeShape n512 = shape(256, 1, 512, 3072, 8, Dtype::bf16, std::nullopt);
+  EXPECT_NE(up_at(n512, 128), w8);
+  EXPECT_NE(up_at(kQwenFp8, 128).num_warps, 8);
+  EXPECT_NE(moetune_default_config(kQwenBf16, gpu(test::kA100), 128, false), w8);
+  const MoeShape f16 = shape(256, 1, 256, 3072, 8, Dtype::fp16, std::nullopt);
+  EXPECT_EQ(up_at(f16, 128), w8);  // same element width as bf16 (not measured)
 }
 
 // The fused n256 up tile takes 2 stages (3 blocks per SM by shared memory) instead of 3 (2 per
