@@ -17,7 +17,8 @@
 // into q [M, cols] e4m3 and q_scale [M, cols / QUANT_GROUP] fp32, as quant_fp8_group does (the
 // same bits): routing and quantization are independent, so the layer runs both in one launch
 // (one stage boundary less: the quant stage took 1.0-1.3 µs at decode, `moetune profile`).
-// Shared memory (N_GROUP > 1 only): c of each warp's token, WARPS x E_GLOBAL fp32.
+// Shared memory (N_GROUP > 1 and E_GLOBAL / N_GROUP not a multiple of 32 only): c of each warp's
+// token, WARPS x E_GLOBAL fp32.
 #pragma once
 #include "common/pdl.cuh"
 #include "quant_fp8_group.cuh"
@@ -25,21 +26,8 @@
 namespace moetune {
 namespace routing_detail {
 
-// Largest (v, i) over the warp; a tie goes to the smaller i. Every lane gets the winner.
-__device__ __forceinline__ void warp_argmax(float& v, int& i) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, off);
-    const int oi = __shfl_xor_sync(0xffffffffu, i, off);
-    if (ov > v || (ov == v && oi < i)) {
-      v = ov;
-      i = oi;
-    }
-  }
-}
-
-// An unsigned key in the order of the floats (v not NaN; -0 and +0 get one key, as they tie in
-// warp_argmax), above 0: key 0 is below every float, -inf included.
+// An unsigned key in the order of the floats (v not NaN; -0 and +0 get one key, as they compare
+// equal), above 0: key 0 is below every float, -inf included.
 __device__ __forceinline__ unsigned order_key(float v) {
   const unsigned bits = __float_as_uint(v + 0.0f);
   return bits & 0x80000000u ? ~bits : bits | 0x80000000u;
@@ -75,8 +63,8 @@ __device__ __forceinline__ void sort_desc(unsigned (&key)[n], int (&id)[n], floa
 
 // One token's routing by one warp: every lane gets the TOPK ids (descending score) and their
 // final weights (renormalized and scaled). row: the token's E_GLOBAL logits; s_choice: E_GLOBAL
-// floats of shared memory of this warp (read only when N_GROUP > 1 and a group is not whole lane
-// columns, E_GLOBAL / N_GROUP not a multiple of 32; may be nullptr otherwise).
+// floats of shared memory of this warp (used only when N_GROUP > 1 and E_GLOBAL / N_GROUP is
+// not a multiple of 32; may be nullptr otherwise).
 template <int E_GLOBAL, int TOPK, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
           bool RENORMALIZE>
 __device__ __forceinline__ void route_token(const float* __restrict__ row,
@@ -128,42 +116,75 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
     c[j] = e < E_GLOBAL ? (HAS_BIAS ? s[j] + correction_bias[e] : s[j]) : kNegInf;
   }
 
-  if constexpr (N_GROUP > 1 && kGroupSize % 32 == 0) {
-    // Groups of whole lane columns (DeepSeek-V3: 8 groups of 32, group g = column j = g): each
-    // group's two largest c by a butterfly over the lanes, every lane getting every group's
-    // score, and a group is kept when fewer than TOPK_GROUP groups beat it (larger score, or
-    // equal and a smaller id: warp_argmax's order). The same groups as the shared-memory scan
-    // below, without its 32 dependent loads per group and TOPK_GROUP argmax rounds on one warp.
-    constexpr int kJ = kGroupSize / 32;  // lane columns per group
+  if constexpr (N_GROUP > 1) {
+    // Each group's score in every lane: gs[g] = its two largest c summed (HAS_BIAS, DeepSeek
+    // noaux_tc) or its largest, NaN never entering (v > top fails) and an inf + -inf sum counting
+    // as -inf. Then a group is kept when fewer than TOPK_GROUP groups beat it (a larger score, or
+    // an equal one and a smaller id), as route_reference's top_indices keeps them: exactly
+    // TOPK_GROUP groups, also when several score -inf. (TOPK_GROUP argmax rounds that set the
+    // winner's score to -inf kept a group twice once only -inf groups were left: fewer groups,
+    // other experts than the reference's.)
     float gs[N_GROUP];
+    if constexpr (kGroupSize % 32 == 0) {
+      // Groups of whole lane columns (DeepSeek-V3: 8 groups of 32, group g = column j = g): a
+      // butterfly over the lanes merges (top1 >= top2) pairs; every lane ends with every score,
+      // without a shared-memory scan of 32 dependent loads per group on one lane.
+      constexpr int kJ = kGroupSize / 32;  // lane columns per group
 #pragma unroll
-    for (int g = 0; g < N_GROUP; ++g) {
-      float t1 = kNegInf, t2 = kNegInf;  // NaN never enters (as in the scan: v > top fails)
+      for (int g = 0; g < N_GROUP; ++g) {
+        float t1 = kNegInf, t2 = kNegInf;
 #pragma unroll
-      for (int jj = 0; jj < kJ; ++jj) {
-        const float v = c[g * kJ + jj];
-        if (v > t1) {
-          t2 = t1;
-          t1 = v;
-        } else if (v > t2) {
-          t2 = v;
+        for (int jj = 0; jj < kJ; ++jj) {
+          const float v = c[g * kJ + jj];
+          if (v > t1) {
+            t2 = t1;
+            t1 = v;
+          } else if (v > t2) {
+            t2 = v;
+          }
         }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) {
+          const float o1 = __shfl_xor_sync(0xffffffffu, t1, off);
+          const float o2 = __shfl_xor_sync(0xffffffffu, t2, off);
+          if (o1 > t1) {
+            t2 = fmaxf(t1, o2);
+            t1 = o1;
+          } else {
+            t2 = fmaxf(t2, o1);
+          }
+        }
+        gs[g] = HAS_BIAS ? t1 + t2 : t1;
+      }
+    } else {
+      // Other group sizes: lane g < N_GROUP scans group g in shared memory, then every lane
+      // takes every group's score.
+#pragma unroll
+      for (int j = 0; j < kPer; ++j)
+        if (lane + 32 * j < E_GLOBAL) s_choice[lane + 32 * j] = c[j];
+      __syncwarp();
+      float gscore = kNegInf;
+      if (lane < N_GROUP) {
+        float top1 = kNegInf, top2 = kNegInf;
+        for (int i = 0; i < kGroupSize; ++i) {
+          const float v = s_choice[lane * kGroupSize + i];
+          if (v > top1) {
+            top2 = top1;
+            top1 = v;
+          } else if (v > top2) {
+            top2 = v;
+          }
+        }
+        gscore = (HAS_BIAS && kGroupSize > 1) ? top1 + top2 : top1;
       }
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) {  // merge two (top1 >= top2) pairs
-        const float o1 = __shfl_xor_sync(0xffffffffu, t1, off);
-        const float o2 = __shfl_xor_sync(0xffffffffu, t2, off);
-        if (o1 > t1) {
-          t2 = fmaxf(t1, o2);
-          t1 = o1;
-        } else {
-          t2 = fmaxf(t2, o1);
-        }
-      }
-      gs[g] = HAS_BIAS ? t1 + t2 : t1;
-      if (gs[g] != gs[g]) gs[g] = kNegInf;  // inf + -inf: an ordinary loser, as below
+      for (int g = 0; g < N_GROUP; ++g) gs[g] = __shfl_sync(0xffffffffu, gscore, g);
     }
     unsigned keep = 0;
+#pragma unroll
+    for (int g = 0; g < N_GROUP; ++g) {
+      if (gs[g] != gs[g]) gs[g] = kNegInf;
+    }
 #pragma unroll
     for (int g = 0; g < N_GROUP; ++g) {
       int beaten_by = 0;
@@ -171,38 +192,6 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
       for (int h = 0; h < N_GROUP; ++h)
         beaten_by += (gs[h] > gs[g] || (gs[h] == gs[g] && h < g)) ? 1 : 0;
       if (beaten_by < TOPK_GROUP) keep |= 1u << g;
-    }
-#pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      if (!((keep >> (j / kJ)) & 1u)) c[j] = kNegInf;
-  } else if constexpr (N_GROUP > 1) {
-#pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      if (lane + 32 * j < E_GLOBAL) s_choice[lane + 32 * j] = c[j];
-    __syncwarp();
-    float gscore = kNegInf;
-    if (lane < N_GROUP) {
-      float top1 = kNegInf, top2 = kNegInf;
-      for (int i = 0; i < kGroupSize; ++i) {
-        const float v = s_choice[lane * kGroupSize + i];
-        if (v > top1) {
-          top2 = top1;
-          top1 = v;
-        } else if (v > top2) {
-          top2 = v;
-        }
-      }
-      gscore = (HAS_BIAS && kGroupSize > 1) ? top1 + top2 : top1;
-      if (gscore != gscore) gscore = kNegInf;  // NaN: an ordinary loser (warp_argmax needs an order)
-    }
-    unsigned keep = 0;
-#pragma unroll
-    for (int k = 0; k < TOPK_GROUP; ++k) {
-      float v = gscore;
-      int g = lane < N_GROUP ? lane : 32;
-      routing_detail::warp_argmax(v, g);
-      keep |= 1u << g;
-      if (lane == g) gscore = kNegInf;
     }
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {

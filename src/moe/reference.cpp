@@ -131,6 +131,14 @@ std::vector<int> top_indices(const std::vector<double>& v, int k) {
   return idx;
 }
 
+// The largest of [first, last) with NaN as -inf (as the routing kernel: NaN never wins a max).
+double max_skipping_nan(const double* first, const double* last) {
+  double m = kNegInf;
+  for (const double* p = first; p != last; ++p)
+    if (*p > m) m = *p;
+  return m;
+}
+
 void check_routing(int E_global, int topk, const Routing& r) {
   if (E_global <= 0) throw InputError("E_global", std::to_string(E_global), "must be positive");
   if (topk <= 0 || topk > E_global)
@@ -198,7 +206,7 @@ RoutingResult route_reference(const float* router_logits, int M, int E_global, i
           gscore[g] = 0;
           for (int i : top2) gscore[g] += grp[i];
         } else {
-          gscore[g] = *std::max_element(grp.begin(), grp.end());
+          gscore[g] = max_skipping_nan(grp.data(), grp.data() + grp.size());
         }
       }
       std::copy(gscore.begin(), gscore.end(),
@@ -265,7 +273,7 @@ bool routing_near_tie(const RoutingResult& ref, std::int64_t t, const std::int32
   // expert the picks should have beaten (the lowest best choice first), the most lenient reading
   // that is still a selection some resolution of the near-ties makes.
   const double* cu = ref.choice_unmasked.data() + row;
-  auto best_of = [&](int g) { return *std::max_element(cu + g * gsize, cu + (g + 1) * gsize); };
+  auto best_of = [&](int g) { return max_skipping_nan(cu + g * gsize, cu + (g + 1) * gsize); };
   std::vector<int> fill;
   for (int g = 0; g < routing.n_group; ++g)
     if (!kept[g] && gs[g] >= gth - tol(gth)) fill.push_back(g);

@@ -3,9 +3,12 @@
 // followed by quant_fp8_group, the path it replaced, on random GEMM1 outputs with slots of other
 // EP ranks, large values (|x| up to 2^12, where e4m3 saturates without the scale) and a decode
 // and a prefill slot count; the routing launches that quantize the hidden states in their spare
-// blocks write the quant kernel's bytes and unchanged routing outputs.
+// blocks write the quant kernel's bytes and unchanged routing outputs; grouped routing on
+// degenerate rows picks the reference's experts.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -142,6 +145,81 @@ TEST(MoeStagesGpu, RoutingQuantMatchesTheQuantKernel) {
     EXPECT_EQ(w1.download_as<std::uint32_t>(slots), w2.download_as<std::uint32_t>(slots));
     std::printf("M=%lld: routing+quant gives the quant kernel's %zu fp8 bytes and %zu scales\n",
                 static_cast<long long>(M), nq, ns);
+  }
+}
+
+// Grouped routing on rows whose groups score -inf or NaN (a NaN logit, a group with one finite
+// choice and a bias) picks the reference's experts: exactly topk_group groups kept, the smaller
+// id first among equal scores, NaN never a group's max. Both kernel paths: groups of whole lane
+// columns (256 experts in 8 groups, DeepSeek-V3's routing) and the shared-memory scan (64
+// experts in 8 groups of 8); with a correction bias (top-2 sums) and without (group max).
+TEST(MoeStagesGpu, GroupedRoutingOnDegenerateRowsMatchesTheReference) {
+  std::string why;
+  if (!cuda::gpu_available(&why)) GTEST_SKIP() << why;
+  cuda::Context::get(0);
+  const std::string arch = cuda::query_device(0).arch();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  cuda::Stream stream;
+  for (const int E : {256, 64}) {
+    for (const bool bias : {true, false}) {
+      MoeShape s;
+      s.E = s.E_global = E;
+      s.N = 256;
+      s.K = 1024;
+      s.topk = 8;
+      s.routing.scoring = "sigmoid";
+      s.routing.n_group = 8;
+      s.routing.topk_group = 4;
+      s.routing.correction_bias = bias;
+      const int gsize = E / 8;
+      constexpr int M = 5;
+      std::vector<float> logits(std::size_t(M) * E);
+      for (int t = 0; t < M; ++t) {
+        float* row = logits.data() + std::size_t(t) * E;
+        for (int e = 0; e < E; ++e) {
+          const int g = e / gsize, i = e % gsize;
+          switch (t) {
+            case 0:  // distinct, well separated: an ordinary row
+              row[e] = 0.01f * static_cast<float>((e * 37) % E) - 1.0f;
+              break;
+            case 1:  // group 0 all equal; groups 1..7 one finite choice (at 3), the rest NaN
+              row[e] = g == 0 ? -2.0f : (i == 3 ? 2.0f : nan);
+              break;
+            case 2:  // every group one finite choice, at a different place in each group
+              row[e] = i == (g * 5) % gsize ? 0.5f * g - 1.0f : nan;
+              break;
+            case 3:  // all NaN
+              row[e] = nan;
+              break;
+            default:  // NaN first in every group, then rising choices
+              row[e] = i == 0 ? nan : 0.001f * static_cast<float>(e) - 0.5f;
+              break;
+          }
+        }
+      }
+      std::vector<float> correction(E, 0.0f);
+      correction[E - 1] = -std::numeric_limits<float>::infinity();  // one masked expert
+      const std::size_t slots = std::size_t(M) * s.topk;
+      cuda::DeviceBuffer dl(logits.size() * 4), db(correction.size() * 4), ids(slots * 4),
+          w(slots * 4);
+      dl.upload(logits);
+      db.upload(correction);
+      launch_routing(s, arch, dl.as<const float>(), bias ? db.as<const float>() : nullptr,
+                     ids.as<std::int32_t>(), w.as<float>(), M, stream);
+      stream.synchronize();
+      const auto got = ids.download_as<std::int32_t>(slots);
+      const RoutingResult ref = route_reference(logits.data(), M, E, s.topk, s.routing,
+                                                bias ? correction.data() : nullptr);
+      for (int t = 0; t < M; ++t) {
+        std::vector<std::int32_t> a(got.begin() + t * s.topk, got.begin() + (t + 1) * s.topk),
+            b(ref.topk_ids.begin() + t * s.topk, ref.topk_ids.begin() + (t + 1) * s.topk);
+        std::sort(a.begin(), a.end());
+        std::sort(b.begin(), b.end());
+        EXPECT_EQ(a, b) << "E=" << E << (bias ? " bias" : " no bias") << " row " << t;
+      }
+      std::printf("E=%d %s: %d degenerate grouped rows routed as the reference\n", E,
+                  bias ? "bias" : "no bias", M);
+    }
   }
 }
 

@@ -144,6 +144,32 @@ TEST(MoeReferenceRouting, GroupedWithoutBiasUsesGroupMax) {
   EXPECT_NEAR(w[0], 0.8 / 1.7, 1e-6);
 }
 
+// Groups whose score is -inf or NaN still fill the topk_group kept places, smaller id first
+// (the routing kernel once kept fewer groups there), and a NaN choice never sets a group's max.
+TEST(MoeReferenceRouting, DegenerateGroupsStillFillTheKeptPlaces) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // 8 experts in 4 groups of 2, sigmoid with bias 0, keep 2 groups, topk 3. Group 0 .3 .3
+  // (sum .6); groups 1..3 one finite choice and a NaN (sum NaN: -inf). Kept: 0 and 1 (the
+  // smallest id among the -inf groups); picks 2 (.9), 0, 1.
+  std::vector<float> logits = {logit(0.3), logit(0.3), logit(0.9), nan,
+                               nan,        logit(0.8), logit(0.7), nan};
+  const std::vector<float> bias(8, 0.f);
+  Routing r;
+  r.scoring = "sigmoid";
+  r.n_group = 4;
+  r.topk_group = 2;
+  r.correction_bias = true;
+  RoutingResult out = route_reference(logits.data(), 1, 8, 3, r, bias.data());
+  EXPECT_EQ(out.topk_ids, (std::vector<std::int32_t>{2, 0, 1}));
+  // Without a bias a group scores its largest choice, NaN skipped wherever it stands: group 2's
+  // NaN first element does not hide its .8 (groups kept: 1 (.9) and 2 (.8)).
+  r.correction_bias = false;
+  out = route_reference(logits.data(), 1, 8, 3, r, nullptr);
+  EXPECT_EQ(out.topk_ids[0], 2);
+  EXPECT_EQ(out.topk_ids[1], 5);
+  EXPECT_NEAR(out.group_score[2], 0.8, 1e-6);
+}
+
 // A kernel's selection may differ from the reference only at a near-tie: of experts (picks
 // within the tolerance of the k-th choice) or of groups (a group whose score is within the
 // tolerance of the topk_group-th best, and the picks the top-k over the groups they come from).
