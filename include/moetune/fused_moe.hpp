@@ -224,7 +224,7 @@ bool arch_supports_pdl(const std::string& arch);
 // there (SWAP_AB 1, BLOCK_SIZE_N / 2 a multiple of block_k); never per-tensor fp8
 // (gemm::gemm1_stage says why).
 bool gemm1_fuses_act(const MoeShape& shape, std::int64_t M, const KernelConfig& up);
-// True when one launch routes and aligns M tokens (decode sizes: M <= 4 and M*topk <= 512)
+// True when one launch routes and aligns M tokens (decode sizes: M <= 5 and M*topk <= 512)
 // given router logits (precomputed topk_ids go to the alignment alone): MoeStage::routing then
 // writes the alignment's tables too and MoeStage::align launches nothing.
 bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logits);

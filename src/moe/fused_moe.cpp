@@ -107,8 +107,11 @@ std::set<int> block_sizes_m(const ConfigTable& a, const ConfigTable& b) {
 // thresholds), then at default_batch_sizes(). With only those, the nearest-M lookup served M = 5
 // and 6 with M = 4's tiles (bf16 Qwen3.5 TP4 M = 5: 72.4 µs on them against 56.7 on its own,
 // bench/results/2026-12-01_h200_ninth_session.md, calls 5 and 7). 64: block fp8's n256 s2 up
-// band reaches M = 46 on the anchors, which the entry at 48 served before.
-constexpr int kDenseDefaultM = 64;
+// band reaches M = 46 on the anchors, which the entry at 48 served before. 256: the 16-bit w8 up
+// tile starts at 2.5 token slots per expert (M = 80 on the anchors), which 64's entry served.
+// Past 256 the nearest-M lookup serves M = 257..384 with 256's entry (its m16 decode tiles; the
+// rules give m64 tiles from 257: neither measured there).
+constexpr int kDenseDefaultM = 256;
 
 ConfigTable default_table(const MoeShape& shape, const GpuSpec& gpu, bool down) {
   ConfigTable t;

@@ -344,7 +344,7 @@ void launch_topk_reduce(const MoeShape& shape, const std::string& arch, const vo
   long long m = M;
   int start = rank * shape.E;
   int e = shape.E;
-  // Every global expert on this rank: the kernel need not read topk_ids.
+  // Every global expert on this rank: the kernel loads the rows with the ids, not after them.
   int all_local = start == 0 && shape.E >= shape.E_global ? 1 : 0;
   void* args[] = {&y, &out, &topk_ids, &m, &start, &e, &all_local};
   launch(topk_reduce_spec(shape, arch),

@@ -2,7 +2,7 @@
 // default there) and without gives bit-identical outputs, eager and captured into a CUDA graph of
 // back-to-back calls (where consecutive calls overlap too), for every dtype, decode to prefill
 // sizes (at M <= 4 the decode kernels, kernels/moe_decode.cuh) and a split-K table of the stage
-// kernels (the alignment, or routing+align in one kernel at M <= 4, zeroes its counters, also on
+// kernels (the alignment, or routing+align in one kernel at M <= 5, zeroes its counters, also on
 // a poisoned workspace: those tests turn the decode kernels off, which ignore the GEMM configs).
 // Router rows of NaN or -inf still route to real experts.
 // Then a short timing of graph replays with and without PDL, printed for the record (not
@@ -131,7 +131,7 @@ TEST_F(MoePdlGpu, OutputsBitIdenticalSplitK) {
 }
 
 // A workspace may hold anything, e.g. another M's data (the layout moves with M): the alignment
-// (routing+align at M <= 4) zeroes this call's split-K counters. Poison the workspace (0xFF in
+// (routing+align at M <= 5) zeroes this call's split-K counters. Poison the workspace (0xFF in
 // every byte: every counter -1), run a split-K layer, and compare with the same call on a freshly
 // zeroed workspace.
 TEST_F(MoePdlGpu, SplitKOnAPoisonedWorkspace) {
@@ -146,7 +146,7 @@ TEST_F(MoePdlGpu, SplitKOnAPoisonedWorkspace) {
   cuda::Stream stream;
   BenchData d;
   make_bench_weights(fm, 7, d);
-  for (std::int64_t M : {64, 1, 4, 5, 8}) {  // 1, 4: routing+align in one kernel; 5, 8: apart
+  for (std::int64_t M : {64, 1, 4, 5, 8}) {  // 1, 4, 5: routing+align in one kernel; 8: apart
     make_bench_sets(fm, M, 1, std::size_t(1) << 34, 3000 + M, d, stream);
     BenchSet& b = d.sets.at(0);
     FusedMoe::init_workspace(reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(),

@@ -162,7 +162,10 @@ TEST(ConfigDefaults, MoetuneSixteenBitUpW8FromSpe2p5) {
   const MoeShape n512 = shape(256, 1, 512, 3072, 8, Dtype::bf16, std::nullopt);
   EXPECT_NE(up_at(n512, 128), w8);
   EXPECT_NE(up_at(kQwenFp8, 128).num_warps, 8);
-  EXPECT_NE(moetune_default_config(kQwenBf16, gpu(test::kA100), 128, false), w8);
+  // sm_90a only: an H100 takes it, an H200 compiled for plain sm_90 (no wgmma build) does not.
+  EXPECT_EQ(moetune_default_config(kQwenBf16, gpu("NVIDIA H100 80GB HBM3"), 128, false), w8);
+  EXPECT_NE(moetune_default_config(kQwenBf16, gpu_for_arch(gpu(test::kH200), "sm_90"), 128, false),
+            w8);
   const MoeShape f16 = shape(256, 1, 256, 3072, 8, Dtype::fp16, std::nullopt);
   EXPECT_EQ(up_at(f16, 128), w8);  // same element width as bf16 (not measured)
 }

@@ -35,7 +35,7 @@ TEST(MoeFused, DefaultTablesFollowTheRulesAtEverySmallM) {
   for (const char* d : {"bf16", "fp8_block"}) {
     const MoeShape s = moe::with_dtype_variant(moe::anchor_check_shapes()[0].shape, d);
     FusedMoe fm(s, h200);
-    for (int M = 1; M <= 64; ++M) {
+    for (int M = 1; M <= 256; ++M) {
       EXPECT_EQ(fm.up_config(M), moetune_default_config(s, h200, M, false)) << d << " M=" << M;
       EXPECT_EQ(fm.down_config(M), moetune_default_config(s, h200, M, true)) << d << " M=" << M;
     }
@@ -45,6 +45,8 @@ TEST(MoeFused, DefaultTablesFollowTheRulesAtEverySmallM) {
   const MoeShape bf16 = moe::with_dtype_variant(moe::anchor_check_shapes()[0].shape, "bf16");
   EXPECT_EQ(FusedMoe(bf16, h200).up_config(5).BLOCK_SIZE_K, 64);
   EXPECT_EQ(FusedMoe(bf16, h200).up_config(4).BLOCK_SIZE_K, 128);
+  EXPECT_EQ(FusedMoe(bf16, h200).up_config(79).num_warps, 4);  // below the w8 band
+  EXPECT_EQ(FusedMoe(bf16, h200).up_config(80).num_warps, 8);  // its first M (spe 2.5)
   const MoeShape fp8 = moe::with_dtype_variant(moe::anchor_check_shapes()[0].shape, "fp8_block");
   EXPECT_EQ(FusedMoe(fp8, h200).up_config(46).num_stages, 2);
   EXPECT_EQ(FusedMoe(fp8, h200).up_config(47).num_stages, 3);
