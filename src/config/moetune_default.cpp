@@ -359,7 +359,8 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
   // 96 -4.0 / -2.3%, 112 -3.2 / -1.9%, 128 -2.7 / -1.5%, 160 -2.0 / -0.9%, 192 -1.7 / -0.8%,
   // 224 -1.8 / -0.7%, 256 -1.8 / -0.7% (call 3; call 2 agrees at 96..256); at M = 64 it lost
   // (+3.8 / +5.9%), and below that it won or lost by the wave (12: +21 / +21%, 20: -2.9 / -1.8%,
-  // 32: +0.5 / +4.2%). Measured at N = 256 (2N = 512 columns) only: other N keep n64 k128 s4.
+  // 32: +0.5 / +4.2%); fp16 Qwen3.5 TP4 (call 5, with the session's other changes): M = 80..256
+  // -2.2..-4.6%. Measured at N = 256 (2N = 512 columns) only: other N keep n64 k128 s4.
   if (!fp8 && !down && spe >= kW8UpMinSpe && spe <= 8 && cols == 512 && c.SPLIT_K == 1 &&
       gpu.arch() == "sm_90a") {
     KernelConfig w8 = c;
