@@ -153,6 +153,12 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
   // BLOCK_SIZE_K x element bytes = 128 for every tile of >= 64 rows: on sm_90a that is what
   // selects the wgmma kernel (gemm_uses_wgmma); every 64/128-row winner in the data has it.
   const int k128_bytes = 128 / bytes;  // 64 for bf16/fp16, 128 for fp8
+  // A rule's tile is taken only where the kernel accepts it, whole K-tiles cover the reduction
+  // and its ring fits the GPU's shared memory.
+  auto valid_tile = [&](const KernelConfig& k) {
+    return config::kernel_rule_violation(k, target) == nullptr && depth % k.BLOCK_SIZE_K == 0 &&
+           moetune_smem_bytes(k, target) <= gpu.smem_per_block_bytes;
+  };
   KernelConfig c;
   if (spe <= 8) {
     // Decode (M = 1..256 measured): BLOCK_SIZE_M 16, GROUP_SIZE_M 1, 4 warps, both GEMMs (block
@@ -218,9 +224,7 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
         sw.BLOCK_SIZE_K = 64;
         sw.num_stages = 2;
         sw.SWAP_AB = 1;
-        if (config::kernel_rule_violation(sw, target) == nullptr && depth % sw.BLOCK_SIZE_K == 0 &&
-            moetune_smem_bytes(sw, target) <= gpu.smem_per_block_bytes)
-          c = sw;
+        if (valid_tile(sw)) c = sw;
       }
     }
   } else if (spe <= 64) {
@@ -368,9 +372,7 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     w8.BLOCK_SIZE_K = 128;
     w8.num_warps = 8;
     w8.num_stages = 3;
-    if (config::kernel_rule_violation(w8, target) == nullptr && depth % w8.BLOCK_SIZE_K == 0 &&
-        moetune_smem_bytes(w8, target) <= gpu.smem_per_block_bytes)
-      c = w8;
+    if (valid_tile(w8)) c = w8;
   }
 
   // Swap-AB (SWAP_AB 1: weights as the wgmma's A, the tile's 16 token rows as its N) for block

@@ -105,18 +105,25 @@ TEST(MoeReferenceRouting, NanScoresLose) {
 
 float logit(double s) { return static_cast<float>(std::log(s / (1 - s))); }
 
+// Sigmoid scoring over 4 groups (of 2 experts in these tests), 2 kept, with or without a
+// correction bias (DeepSeek-style grouped routing at toy size).
+Routing grouped_sigmoid(bool bias) {
+  Routing r;
+  r.scoring = "sigmoid";
+  r.n_group = 4;
+  r.topk_group = 2;
+  r.correction_bias = bias;
+  return r;
+}
+
 // 8 experts in 4 groups of 2. Sigmoid scores s and a bias that lifts expert 6.
 TEST(MoeReferenceRouting, GroupedSigmoidWithBias) {
   const std::vector<double> s = {0.9, 0.1, 0.6, 0.6, 0.8, 0.3, 0.2, 0.7};
   std::vector<float> logits;
   for (double v : s) logits.push_back(logit(v));
   const std::vector<float> bias = {0, 0, 0, 0, 0, 0, 0.5f, 0};
-  Routing r;
-  r.scoring = "sigmoid";
-  r.n_group = 4;
-  r.topk_group = 2;
+  Routing r = grouped_sigmoid(true);
   r.routed_scaling_factor = 2.5;
-  r.correction_bias = true;
   // choice c = s + bias = .9 .1 | .6 .6 | .8 .3 | .7 .7; group top-2 sums 1.0, 1.2, 1.1, 1.4:
   // groups 3 and 1 stay, so expert 0 (0.9) is out; top-2 of {2,3,6,7} = 6, 7 (tie -> 6 first).
   const RoutingResult out = route_reference(logits.data(), 1, 8, 2, r, bias.data());
@@ -131,10 +138,7 @@ TEST(MoeReferenceRouting, GroupedWithoutBiasUsesGroupMax) {
   const std::vector<double> s = {0.9, 0.1, 0.6, 0.6, 0.8, 0.3, 0.2, 0.7};
   std::vector<float> logits;
   for (double v : s) logits.push_back(logit(v));
-  Routing r;
-  r.scoring = "sigmoid";
-  r.n_group = 4;
-  r.topk_group = 2;
+  Routing r = grouped_sigmoid(false);
   // group maxima .9 .6 .8 .7 -> groups 0 and 2 -> experts 0 (0.9) and 4 (0.8).
   const RoutingResult out = route_reference(logits.data(), 1, 8, 2, r, nullptr);
   EXPECT_EQ(out.topk_ids, (std::vector<std::int32_t>{0, 4}));
@@ -154,11 +158,7 @@ TEST(MoeReferenceRouting, DegenerateGroupsStillFillTheKeptPlaces) {
   std::vector<float> logits = {logit(0.3), logit(0.3), logit(0.9), nan,
                                nan,        logit(0.8), logit(0.7), nan};
   const std::vector<float> bias(8, 0.f);
-  Routing r;
-  r.scoring = "sigmoid";
-  r.n_group = 4;
-  r.topk_group = 2;
-  r.correction_bias = true;
+  Routing r = grouped_sigmoid(true);
   RoutingResult out = route_reference(logits.data(), 1, 8, 3, r, bias.data());
   EXPECT_EQ(out.topk_ids, (std::vector<std::int32_t>{2, 0, 1}));
   // Without a bias a group scores its largest choice, NaN skipped wherever it stands: group 2's
@@ -181,11 +181,7 @@ TEST(MoeReferenceRouting, NearTiesOfExpertsAndOfGroups) {
   std::vector<float> logits;
   for (double v : s) logits.push_back(logit(v));
   const std::vector<float> bias(8, 0.f);
-  Routing r;
-  r.scoring = "sigmoid";
-  r.n_group = 4;
-  r.topk_group = 2;
-  r.correction_bias = true;
+  Routing r = grouped_sigmoid(true);
   RoutingResult ref = route_reference(logits.data(), 1, 8, 2, r, bias.data());
   ASSERT_EQ(ref.topk_ids, (std::vector<std::int32_t>{6, 7}));
   const std::int32_t same[2] = {7, 6};
