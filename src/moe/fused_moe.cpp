@@ -2,6 +2,7 @@
 #include "moetune/fused_moe.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -85,21 +86,15 @@ void require_weights(const MoeShape& s, const MoeWeights& w, bool up) {
     throw InputError(up ? "w13_scale" : "w2_scale", "null", "fp8 weights need their scales");
 }
 
-// Entries of `table` that the nearest-M lookup can pick for some M in [1, max_M].
+// The distinct configs of `table` that the nearest-M lookup can pick for some M in
+// [1, max_M] (the default tables repeat a few configs over hundreds of keys).
 std::vector<KernelConfig> reachable(const ConfigTable& table, std::int64_t max_M) {
   std::vector<KernelConfig> out;
   for (const auto& [key, c] : table) {
-    out.push_back(c);
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
     if (key > max_M) break;  // the first key above max_M can still be nearest
   }
   return out;
-}
-
-std::set<int> block_sizes_m(const ConfigTable& a, const ConfigTable& b) {
-  std::set<int> s;
-  for (const auto& [k, c] : a) s.insert(c.BLOCK_SIZE_M);
-  for (const auto& [k, c] : b) s.insert(c.BLOCK_SIZE_M);
-  return s;
 }
 
 // The defaults are rules of M: evaluated at every M up to kDenseDefaultM, where they change from
@@ -130,6 +125,10 @@ struct FusedMoe::Impl {
   MoeShape shape;
   GpuSpec gpu;
   ConfigTable up, down;
+  // The tables' distinct configs and BLOCK_SIZE_M values, set once: workspace_layout runs once
+  // per stage launch and sizes its regions over them (the default tables hold ~260 entries).
+  std::vector<KernelConfig> up_configs, down_configs;
+  std::set<int> block_sizes_m;
   // Every up config can fuse the activation at small M (gemm1_fuses_act): then h needs no room
   // where GEMM1 fuses (workspace_layout). Fixed with the table, so set once.
   bool every_up_fuses = true;
@@ -176,8 +175,14 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
   impl_->gpu = gpu;
   impl_->up = std::move(up);
   impl_->down = std::move(down);
-  for (const auto& [k, c] : impl_->up)
+  const std::int64_t every_key = std::numeric_limits<std::int64_t>::max();
+  impl_->up_configs = reachable(impl_->up, every_key);
+  impl_->down_configs = reachable(impl_->down, every_key);
+  for (const auto& c : impl_->up_configs) {
     impl_->every_up_fuses = impl_->every_up_fuses && gemm1_fuses_act(shape, 1, c);
+    impl_->block_sizes_m.insert(c.BLOCK_SIZE_M);
+  }
+  for (const auto& c : impl_->down_configs) impl_->block_sizes_m.insert(c.BLOCK_SIZE_M);
   impl_->arch = opts.arch.empty() ? gpu.arch() : opts.arch;
   impl_->pdl = opts.pdl && arch_supports_pdl(impl_->arch);
   impl_->opts = std::move(opts);
@@ -259,15 +264,15 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
   L.max_num_m_blocks = moe::max_num_m_blocks(M, s.topk, s.E, L.BLOCK_SIZE_M);
   // Regions are sized for every BLOCK_SIZE_M of the tables, so offsets grow with M only.
   std::int64_t sorted_cap = 0, blocks_cap = 0;
-  for (int bm : block_sizes_m(impl_->up, impl_->down)) {
+  for (int bm : impl_->block_sizes_m) {
     sorted_cap = std::max(sorted_cap, moe::max_num_tokens_padded(M, s.topk, s.E, bm));
     blocks_cap = std::max(blocks_cap, moe::max_num_m_blocks(M, s.topk, s.E, bm));
   }
   std::size_t gemm_up_bytes = 0, gemm_down_bytes = 0;
-  for (const auto& [k, c] : impl_->up)
+  for (const auto& c : impl_->up_configs)
     gemm_up_bytes =
         std::max(gemm_up_bytes, gemm::gemm_workspace_bytes(s, c, gemm::gemm1_stage(s, M, c), M));
-  for (const auto& [k, c] : impl_->down)
+  for (const auto& c : impl_->down_configs)
     gemm_down_bytes =
         std::max(gemm_down_bytes, gemm::gemm_workspace_bytes(s, c, gemm::GemmStage::down, M));
 

@@ -208,6 +208,7 @@ RoutingResult route_reference(const float* router_logits, int M, int E_global, i
         } else {
           gscore[g] = max_skipping_nan(grp.data(), grp.data() + grp.size());
         }
+        if (std::isnan(gscore[g])) gscore[g] = kNegInf;  // inf + -inf: a loser, as in the kernel
       }
       std::copy(gscore.begin(), gscore.end(),
                 out.group_score.begin() + std::size_t(t) * routing.n_group);
@@ -261,6 +262,8 @@ bool routing_near_tie(const RoutingResult& ref, std::int64_t t, const std::int32
   std::vector<double> sorted(gs, gs + routing.n_group);
   std::sort(sorted.begin(), sorted.end(), std::greater<>());
   const double gth = sorted[routing.topk_group - 1];
+  // Groups scoring +-inf tie exactly, and exact ties go to the smaller id: no leniency there.
+  if (!std::isfinite(gth)) return false;
   std::vector<bool> kept(routing.n_group, false);
   for (int g = 0; g < routing.n_group; ++g) kept[g] = gs[g] > gth + tol(gth);
   for (int j = 0; j < topk; ++j) {

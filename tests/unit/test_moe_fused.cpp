@@ -27,7 +27,7 @@ TEST(MoeFused, DefaultTablesAndDownFallsBackToUp) {
   EXPECT_EQ(b.up_config(50).BLOCK_SIZE_M, 64);
 }
 
-// Without tables, the layer uses the default rules' own config at every M up to 64 and at the
+// Without tables, the layer uses the default rules' own config at every M up to 256 and at the
 // default batch sizes, not a neighbour's: bf16 M = 5 gets its k64 s5 GEMM1 tile, not M = 4's,
 // block fp8 M = 41..46 its n256 s2 up tile, not M = 48's s3.
 TEST(MoeFused, DefaultTablesFollowTheRulesAtEverySmallM) {

@@ -161,6 +161,11 @@ TEST(MoeReferenceRouting, DegenerateGroupsStillFillTheKeptPlaces) {
   Routing r = grouped_sigmoid(true);
   RoutingResult out = route_reference(logits.data(), 1, 8, 3, r, bias.data());
   EXPECT_EQ(out.topk_ids, (std::vector<std::int32_t>{2, 0, 1}));
+  // -inf groups tie exactly: keeping group 2 instead of 1 (picks 5, 0, 1) is no near-tie.
+  const std::int32_t other_group[3] = {5, 0, 1};
+  EXPECT_FALSE(routing_near_tie(out, 0, other_group, 8, 3, r, 1e-5));
+  const std::int32_t same[3] = {0, 1, 2};
+  EXPECT_TRUE(routing_near_tie(out, 0, same, 8, 3, r, 1e-5));
   // Without a bias a group scores its largest choice, NaN skipped wherever it stands: group 2's
   // NaN first element does not hide its .8 (groups kept: 1 (.9) and 2 (.8)).
   r.correction_bias = false;
