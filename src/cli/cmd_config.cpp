@@ -52,10 +52,27 @@ void check_model_options(const GlobalOptions& g) {
 }
 
 // What a server-style file name says about its target: device, dtype and fp8 block shape.
+// dtype and block_shape are kept as written and checked where the target takes them from the
+// name (a flag or --model may make them moot): a value moetune cannot model is bad input there,
+// not a silent fallback (a "dtype=int4_w4a16" table used to be checked as bf16, "[0, 0]" passed).
 struct NameHints {
   std::string device;
-  std::optional<Dtype> dtype;
-  std::optional<std::array<int, 2>> block_shape;
+  std::optional<std::string> dtype;        // the text after "dtype="
+  std::optional<std::string> block_shape;  // the text after "block_shape=", up to "]"
+  // The dtype it names, or nullopt (none, or one moetune does not model).
+  std::optional<Dtype> known_dtype() const { return dtype ? parse_dtype(*dtype) : std::nullopt; }
+  Dtype checked_dtype() const {
+    const std::optional<Dtype> d = known_dtype();
+    if (!d)
+      throw InputError("dtype (file name)", *dtype,
+                       "moetune models bf16, fp16 and fp8_w8a8 tables; pass --dtype to check it "
+                       "as one of them");
+    return *d;
+  }
+  std::optional<std::array<int, 2>> checked_block_shape() const {
+    if (!block_shape) return std::nullopt;
+    return parse_block_shape(*block_shape, "block_shape (file name)");
+  }
 };
 
 NameHints hints_from_file_name(const std::string& file) {
@@ -67,11 +84,11 @@ NameHints hints_from_file_name(const std::string& file) {
           std::regex(R"(device_name=(.+?)(,dtype=|,block_shape=|_down\.json$|\.json$))"))) {
     h.device = m[1].str();
   }
-  if (std::regex_search(name, m, std::regex(R"(dtype=([A-Za-z0-9_]+))"))) {
-    h.dtype = parse_dtype(m[1].str());
+  if (std::regex_search(name, m, std::regex(R"(dtype=([^,]*?)(,|_down\.json$|\.json$|$))"))) {
+    h.dtype = m[1].str();
   }
-  if (std::regex_search(name, m, std::regex(R"(block_shape=\[(\d{1,6}), ?(\d{1,6})\])"))) {
-    h.block_shape = std::array<int, 2>{std::stoi(m[1].str()), std::stoi(m[2].str())};
+  if (std::regex_search(name, m, std::regex(R"(block_shape=(\[[^\]]*\]|[^,]*?(?=_down\.json$|\.json$|,|$)))"))) {
+    h.block_shape = m[1].str();
   }
   return h;
 }
@@ -97,12 +114,13 @@ ResolvedTarget validation_target(const GlobalOptions& g, const std::string& file
     r.from = "the model";
   } else if (dtype_flag != "auto") {
     r.dtype = *parse_dtype(dtype_flag);
-    r.block_shape =
-        flag_block ? flag_block : (hints.dtype == r.dtype ? hints.block_shape : std::nullopt);
+    r.block_shape = flag_block                        ? flag_block
+                    : hints.known_dtype() == r.dtype ? hints.checked_block_shape()
+                                                     : std::nullopt;
     r.from = "--dtype";
   } else if (hints.dtype) {
-    r.dtype = *hints.dtype;
-    r.block_shape = flag_block ? flag_block : hints.block_shape;
+    r.dtype = hints.checked_dtype();
+    r.block_shape = flag_block ? flag_block : hints.checked_block_shape();
     r.from = "the file name";
   } else {
     r.dtype = Dtype::bf16;

@@ -187,6 +187,42 @@ class Validate(CliTestCase):
             self.assertExit(r, EXIT_PROBLEMS)
             self.assertFalse({e["M"]: e for e in r.json()["entries"]}[4096]["ok"])
 
+    def test_bad_dtype_or_block_shape_in_the_file_name(self):
+        # A target taken from the file name is checked as the flags are: exit 2 naming it,
+        # never a silent fallback (int4 was checked as bf16, [0, 0] passed, [128,128,128] and
+        # an overflowing number turned into per-tensor fp8).
+        cases = (("dtype=int4_w4a16", "dtype (file name)=int4_w4a16"),
+                 ("dtype=fp8_w8a8,block_shape=[0, 0]", "block_shape (file name)=[0, 0]"),
+                 ("dtype=fp8_w8a8,block_shape=[128,128,128]",
+                  "block_shape (file name)=[128,128,128]"),
+                 ("dtype=fp8_w8a8,block_shape=[99999999999999999999, 128]",
+                  "block_shape (file name)=[99999999999999999999, 128]"),
+                 ("dtype=fp8_w8a8,block_shape=x", "block_shape (file name)=x"))
+        with tempfile.TemporaryDirectory() as d:
+            for tail, words in cases:
+                with self.subTest(tail=tail):
+                    path = os.path.join(d, f"E=256,N=256,device_name=NVIDIA_H200,{tail}.json")
+                    with open(TABLE_18) as src, open(path, "w") as dst:
+                        dst.write(src.read())
+                    self.assertOneErrorLine(run("config", "validate", path), EXIT_BAD_INPUT,
+                                            words)
+                    # lookup still answers (it needs no target) and says why it did not check.
+                    r = run("config", "lookup", path, "--batch", 8)
+                    self.assertExit(r, EXIT_OK)
+                    self.assertIn("not validated: " + words, r.err)
+            # A flag names the target: the file name's dtype is moot then.
+            path = os.path.join(d, "E=256,N=256,device_name=NVIDIA_H200,dtype=int4_w4a16.json")
+            self.assertExit(run("config", "validate", path, "--dtype", "fp8_w8a8",
+                                "--block-shape", "128,128"), EXIT_OK)
+            # The well-formed name still sets the target.
+            good = os.path.join(d, "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,"
+                                   "block_shape=[128, 128].json")
+            with open(TABLE_18) as src, open(good, "w") as dst:
+                dst.write(src.read())
+            r = run("config", "validate", good, "--json")
+            self.assertExit(r, EXIT_OK)
+            self.assertTrue(r.json()["ok"])
+
     def test_unknown_device_in_the_file_name_is_noted(self):
         # moetune has no spec for it: the note names the GPU whose limits were used instead.
         with tempfile.TemporaryDirectory() as d:
