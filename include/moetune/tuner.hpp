@@ -83,6 +83,13 @@ double parse_budget(std::string_view text);
 // around items allowed. Field "batch". Every command's --batch.
 inline constexpr int kMaxBatch = 1 << 24;  // 16,777,216 tokens: M * topk < 2^31 up to topk 128
 std::vector<int> parse_batch_list(std::string_view text);
+// The kernels' token-slot ids are int32: every M with M * topk >= 2^31 is refused (field
+// "batch"). kMaxBatch covers it up to topk 128; a model's own topk is checked here.
+void check_token_slots(long long M, int topk);
+template <class Batch>
+void check_token_slots(const Batch& batch, int topk) {
+  for (const auto M : batch) check_token_slots(static_cast<long long>(M), topk);
+}
 // "concurrency=1..64,spec=3" -> concurrencies lo, the powers of two inside (lo, hi), and hi,
 // each times spec+1 tokens per step -> {4,8,16,32,64,128,256}. "concurrency=8" is one value;
 // spec defaults to 0. Field "serving" (or "serving.<key>" for a bad value).

@@ -83,7 +83,7 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
   Tables a = tables_of(o.config);
   std::optional<Tables> b;
   if (given(o.vs.opt)) b = read_tables(o.vs.file, "vs");
-  Target t = resolve_local_target(g);
+  Target t = resolve_local_target(g, opts.batch);
   add_measured_ceilings(o.measure, opts);
   const FusedMoeOptions fo = fused_moe_options(o.measure);
   const bool pdl = fo.pdl && arch_supports_pdl(t.gpu.arch());  // what FusedMoe will do

@@ -20,7 +20,7 @@ struct ProfileCliOptions {
 int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
   moe::BenchOptions opts = bench_options(o.measure);
   Tables tables = tables_of(o.config);
-  Target t = resolve_local_target(g);
+  Target t = resolve_local_target(g, opts.batch);
   add_measured_ceilings(o.measure, opts);
   FusedMoe moe(t.shape, t.gpu, tables.up, tables.down, fused_moe_options(o.measure));
   std::int64_t max_M = 1;

@@ -45,6 +45,7 @@ int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
       !given(o.batch_opt) ? default_batch_sizes() : tune::parse_batch_list(o.batch);
   // Measured ceilings are this GPU's: they need it (exit 3 without one).
   Target t = o.measured_ceilings ? resolve_local_target(g) : resolve_target(g);
+  tune::check_token_slots(batch, t.shape.topk);
   const Ceilings c = o.measured_ceilings ? bench::measure_ceilings(0).for_dtype(t.shape.dtype)
                                          : spec_ceilings(t.shape, t.gpu);  // checks the peak
   std::vector<RooflineRow> rows = roofline(t.shape, c, batch);

@@ -283,6 +283,8 @@ int run_sweep(const GlobalOptions& g, const TuneCliOptions& o, tune::TuneOptions
 int run_tune_command(const GlobalOptions& g, const TuneCliOptions& o) {
   tune::TuneOptions t = tune_options(g, o);
   t.shape = resolve_shape(g);
+  require_runnable(t.shape);
+  tune::check_token_slots(t.batch, t.shape.topk);
   if (g.given("gpu")) (void)require_gpu(g.gpu);  // a misspelt --gpu is bad input, GPU or not
   if (!o.dry_run) {
     std::string why;

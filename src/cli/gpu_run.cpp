@@ -15,11 +15,15 @@ Tables read_tables(const std::string& file, const std::string& field) {
     Tables t;
     t.label = std::filesystem::path(file).filename().string();
     t.up = to_table(read_config_table(file));
+    // An empty table would mean "moetune's defaults" to FusedMoe: the run would be labelled
+    // with this file while timing the defaults.
+    if (t.up.empty()) throw InputError("config", file, "the table has no entries");
     std::string stem = file;
     if (stem.ends_with(".json")) stem.resize(stem.size() - 5);
     const std::string down = stem + "_down.json";
     if (!stem.ends_with("_down") && std::filesystem::exists(down)) {
       t.down = to_table(read_config_table(down));
+      if (t.down.empty()) throw InputError("config", down, "the table has no entries");
       fmt::print(stderr, "moetune: note: down table {}\n", down);
     }
     return t;

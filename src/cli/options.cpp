@@ -11,6 +11,8 @@
 #include "cuda/driver.hpp"
 #include "moetune/dtype.hpp"
 #include "moetune/error.hpp"
+#include "moe/stages.hpp"
+#include "moetune/tuner.hpp"
 
 namespace moetune::cli {
 
@@ -165,8 +167,12 @@ GpuSpec resolve_local_gpu(const GlobalOptions& g) {
   return local;
 }
 
-Target resolve_local_target(const GlobalOptions& g) {
+void require_runnable(const MoeShape& shape) { moe::check_stage_shape(shape, 0); }
+
+Target resolve_local_target(const GlobalOptions& g, std::span<const std::int64_t> batch) {
   MoeShape shape = resolve_shape(g);
+  require_runnable(shape);
+  tune::check_token_slots(batch, shape.topk);
   Target t{std::move(shape), resolve_local_gpu(g)};
   check_dtype_on_gpu(t.shape, t.gpu);
   return t;

@@ -2,7 +2,9 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <map>
+#include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,7 +66,14 @@ struct Target {
 };
 // Shape first (so a bad model is the only message), then the GPU, then the dtype-on-GPU check.
 Target resolve_target(const GlobalOptions& g);
-// The same for the GPU commands: the shape, then the local GPU (resolve_local_gpu).
-Target resolve_local_target(const GlobalOptions& g);
+// The same for the GPU commands: the shape, which moetune's kernels must be able to run
+// (require_runnable), then the local GPU (resolve_local_gpu).
+// batch: the Ms the command will run, checked against the shape's topk (check_token_slots).
+Target resolve_local_target(const GlobalOptions& g, std::span<const std::int64_t> batch = {});
+// InputError (exit 2) when moetune's kernels cannot run `shape` (moe::check_stage_shape: N and
+// K multiples of 8, block_k 64, 128 or k*256 dividing N and K, experts and groups in range),
+// before any GPU is looked for: the tuner's dry run and the GPU commands say so at once instead
+// of planning a sweep whose every candidate is pruned, or exiting 3 on a machine without a GPU.
+void require_runnable(const MoeShape& shape);
 
 }  // namespace moetune::cli

@@ -131,6 +131,15 @@ std::vector<int> parse_batch_list(std::string_view text) {
   return out;
 }
 
+void check_token_slots(long long M, int topk) {
+  const long long slots = M * topk;  // M <= kMaxBatch, topk <= 1024: no overflow
+  if (slots > 0x7fffffffLL)
+    throw InputError("batch", std::to_string(M),
+                     fmt::format("M * topk = {} * {} = {} token slots: the kernels' slot ids are "
+                                 "int32 (at most 2^31 - 1)",
+                                 M, topk, slots));
+}
+
 std::vector<int> serving_batch_sizes(std::string_view text) {
   const std::string value(text);
   std::optional<int> lo, hi, spec;

@@ -173,10 +173,33 @@ class BadInput(CliTestCase):
                 (["config", "validate", TABLE_18, "--block-shape", "128,128", "--gpu", "H200"],
                  ["block-shape=128,128", "fp8_w8a8"]),
             ]
+            empty = os.path.join(d, "empty.json")
+            with open(empty, "w") as f:
+                f.write("{}")
+            cases += [
+                # the kernels' int32 slot ids: M * topk < 2^31 for the model's own topk
+                (["roofline", "--gpu", "H200", "--topk", "256", "--batch", "16777216"],
+                 ["batch=16777216", "4294967296"]),
+                (["tune", "--dry-run", "--topk", "256", "--batch", "8388608"],
+                 ["batch=8388608", "2147483648"]),
+                (["bench", "--topk", "256", "--batch", "8388608"], ["batch=8388608"]),
+                # shapes moetune's kernels cannot run, before any plan or GPU
+                (["tune", "--dry-run", "--model", "mixtral-8x7b", "--hidden", "4095",
+                  "--batch", "1"], ["K=4095", "multiple of 8"]),
+                (["tune", "--dry-run", "--batch", "1", "--block-shape", "16,16"],
+                 ["block_shape=16", "block_k"]),
+                (["bench", "--model", "mixtral-8x7b", "--intermediate", "14335"], ["N=", "8"]),
+                (["check", "--model", "mixtral-8x7b", "--hidden", "4095"], ["K=4095"]),
+                # check without --model runs the anchors: these would be ignored
+                (["check", "--tp", "0"], ["tp=0", "--model"]),
+                (["check", "--dtype", "foo"], ["dtype=foo", "--model"]),
+                # an empty --config table would have timed the defaults under its name
+                (["bench", "--config", empty], ["config=", "empty.json", "no entries"]),
+            ]
             for args, words in cases:
                 with self.subTest(args=args):
                     self.assertOneErrorLine(run(*args), EXIT_BAD_INPUT, *words)
-            self.assertEqual(os.listdir(d), ["afile"])  # nothing written
+            self.assertEqual(sorted(os.listdir(d)), ["afile", "empty.json"])  # nothing written
 
 
 class LostOutput(CliTestCase):
