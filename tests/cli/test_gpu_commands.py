@@ -37,7 +37,19 @@ class CompileOnly(CliTestCase):
     def test_list(self):
         r = run("kernels", "--compile-only", "--arch", "sm_90a", "--list")
         self.assertExit(r, EXIT_OK)
-        self.assertGreater(len(r.out.splitlines()), 5)
+        names = r.out.splitlines()
+        self.assertGreater(len(names), 5)
+        self.assertEqual(len(names), len(set(names)))  # each kernel once (counts are of kernels)
+
+    def test_model_options_are_refused(self):
+        # The set is the anchors': a model's options would be ignored.
+        for args, words in ((["--model", "nonexistent"], ["model=nonexistent"]),
+                            (["--tp", "0"], ["tp=0"]),
+                            (["--model", "mixtral-8x7b"], ["model=mixtral-8x7b", "anchor"]),
+                            (["--dtype", "bf16"], ["dtype=bf16"])):
+            with self.subTest(args=args):
+                self.assertOneErrorLine(run("kernels", "--list", "--arch", "sm_90a", *args),
+                                        EXIT_BAD_INPUT, *words)
 
     def test_compile_sm_90a_and_sm_120(self):
         # CI compiles the representative set for Hopper (wgmma) and consumer Blackwell (no wgmma).
