@@ -35,7 +35,11 @@ int run_shapes(const GlobalOptions& g) {
   if (!s.dtype_note.empty()) fmt::print("              ({})\n", s.dtype_note);
   fmt::print("routing       {}\n", routing_text(s.routing));
   if (!s.routing.note.empty()) fmt::print("              ({})\n", s.routing.note);
-  fmt::print("MoE layers    {} of {}\n", s.moe_layers, s.num_layers);
+  if (s.num_layers > 0) {
+    fmt::print("MoE layers    {} of {}\n", s.moe_layers, s.num_layers);
+  } else {  // "0 of 0" read as a model without MoE layers
+    fmt::print("MoE layers    unknown (the config gives no layer count)\n");
+  }
   fmt::print("config files  for {}:\n", t.gpu.name);
   fmt::print("  sglang      {}\n", config_file_name(s, t.gpu.name, Naming::sglang));
   fmt::print("  vllm        {}\n", config_file_name(s, t.gpu.name, Naming::vllm));

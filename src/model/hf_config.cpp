@@ -42,6 +42,7 @@ MoeShape parse(const nlohmann::json& config, const ModelOptions& opts, const std
   const model::Precision precision = model::resolve_precision(view, opts);
   shape.dtype = precision.dtype;
   shape.block_shape = precision.block_shape;
+  if (!precision.note.empty()) shape.dtype_note = precision.note;
   model::check_block_divisible(shape, sizes);
   return shape;
 }

@@ -57,12 +57,25 @@ Quantization read_modelopt(const Field& qc, const ConfigView& view) {
 
 // The unquantized dtype: fp16 only when the config says so; otherwise bf16 (float32
 // checkpoints are served in bf16).
-Dtype config_dtype(const ConfigView& view) {
+// The checkpoint's 16-bit dtype. A 32-bit checkpoint is analysed as bf16 (moetune's kernels
+// are 16-bit or fp8, as servers run such models) and says so in `note`; a value that names no
+// dtype is bad input (it read as bf16 before, whatever it held).
+Dtype config_dtype(const ConfigView& view, std::string& note) {
   const auto f = view.find_top_first({"dtype", "torch_dtype"});
-  if (f && f->value->is_string() && parse_dtype(f->value->get<std::string>()) == Dtype::fp16) {
-    return Dtype::fp16;
+  if (!f) return Dtype::bf16;
+  if (f->value->is_string() && lower(f->value->get<std::string>()) == "auto") return Dtype::bf16;
+  const std::string text = f->value->is_string() ? lower(f->value->get<std::string>()) : "";
+  if (const auto d = parse_dtype(text); d && *d != Dtype::fp8_w8a8) return *d;
+  if (text == "float32" || text == "float" || text == "fp32" || text == "float64") {
+    note = fmt::format("{} is {}: analysed as bf16 (moetune's kernels are bf16, fp16 or fp8; "
+                       "--dtype chooses)",
+                       f->path, text);
+    return Dtype::bf16;
   }
-  return Dtype::bf16;
+  throw InputError(f->path, value_text(*f->value),
+                   fmt::format("must name the checkpoint's dtype, e.g. \"bfloat16\", "
+                               "\"float16\" or \"float32\" (in {})",
+                               view.label()));
 }
 
 }  // namespace
@@ -110,7 +123,7 @@ Precision resolve_precision(const ConfigView& view, const ModelOptions& opts) {
     } else if (q.kind == Quantization::Kind::unsupported) {
       refuse(q);
     } else {
-      p.dtype = config_dtype(view);
+      p.dtype = config_dtype(view, p.note);
     }
   }
 

@@ -14,6 +14,7 @@ namespace moetune::model {
 struct Precision {
   Dtype dtype = Dtype::bf16;
   std::optional<std::array<int, 2>> block_shape;  // fp8 block-wise [block_n, block_k]
+  std::string note;  // why the dtype differs from the config's (e.g. float32 analysed as bf16)
 };
 
 // What a config's quantization says, before any --dtype choice.

@@ -38,11 +38,30 @@ Size from_override(int value, const char* name) {
                                fmt::join(names, ", "), flag));
 }
 
+// The first of `names` present; every other one present must say the same (a config that gives
+// num_experts 16 and num_local_experts 8 is ambiguous, not "the first wins").
+std::optional<Field> find_agreeing(std::span<const std::string_view> names,
+                                   const ConfigView& view) {
+  std::optional<Field> first;
+  for (const auto name : names) {
+    const auto f = view.find({name});
+    if (!f) continue;
+    if (!first) {
+      first = f;
+    } else if (read_count(*f, view) != read_count(*first, view)) {
+      throw InputError(f->path, std::to_string(read_count(*f, view)),
+                       fmt::format("disagrees with {} = {} (both name the same count, in {})",
+                                   first->path, read_count(*first, view), view.label()));
+    }
+  }
+  return first;
+}
+
 Size read_experts(const ConfigView& view, const ModelOptions& opts) {
   Size s;
   if (opts.experts) {
     s = from_override(*opts.experts, "experts");
-  } else if (auto f = view.find(kExpertNames)) {
+  } else if (auto f = find_agreeing(kExpertNames, view)) {
     s = {read_count(*f, view), f->path};
   } else {
     throw InputError("model", view.label(),
@@ -59,14 +78,26 @@ Size read_experts(const ConfigView& view, const ModelOptions& opts) {
 
 Size read_topk(const ConfigView& view, const ModelOptions& opts) {
   if (opts.topk) return from_override(*opts.topk, "topk");
-  if (auto f = view.find(kTopkNames)) return {read_positive(*f, view), f->path};
+  if (auto f = find_agreeing(kTopkNames, view)) return {read_positive(*f, view), f->path};
   missing(kTopkNames, view, "experts-per-token count", "topk");
 }
 
 Size read_intermediate(const ConfigView& view, const ModelOptions& opts) {
   if (opts.intermediate) return from_override(*opts.intermediate, "intermediate");
   for (const auto name : kIntermediateNames) {
-    if (auto f = view.find({name})) return {read_positive(*f, view), f->path};
+    const auto f = view.find({name});
+    if (!f) continue;
+    // DeepSeek-family configs (first_k_dense_replace) size their dense layers by
+    // intermediate_size: without moe_intermediate_size the expert size is unknown (it read as
+    // DeepSeek-V3's 18432, the dense layers', before).
+    if (name == "intermediate_size") {
+      if (const auto dense = view.find({"first_k_dense_replace"}))
+        throw InputError("moe_intermediate_size", "(missing)",
+                         fmt::format("no expert intermediate size in {}: its intermediate_size "
+                                     "is the dense layers' ({} is set); pass --intermediate",
+                                     view.label(), dense->path));
+    }
+    return {read_positive(*f, view), f->path};
   }
   missing(kIntermediateNames, view, "expert intermediate size", "intermediate");
 }

@@ -41,6 +41,18 @@ class ShapesExpected(CliTestCase):
 
 
 class ShapesJson(CliTestCase):
+    def test_unknown_layer_count_is_not_zero_of_zero(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w") as f:
+                json.dump({"num_experts": 8, "num_experts_per_tok": 2,
+                           "moe_intermediate_size": 256, "hidden_size": 512}, f)
+            r = run("shapes", "--model", path)
+            self.assertExit(r, EXIT_OK)
+            self.assertIn("MoE layers    unknown (the config gives no layer count)", r.out)
+            self.assertNotIn("0 of 0", r.out)
+
     def test_default_model_is_qwen35_fp8_at_tp4(self):
         r = run("shapes", "--json", "--gpu", "NVIDIA H200")
         self.assertExit(r, EXIT_OK)

@@ -37,6 +37,42 @@ TEST(HfConfig, TextConfigNestingWithTopLevelQuantization) {
   EXPECT_EQ(s.moe_layers, 48);
 }
 
+TEST(HfConfig, SynonymsThatDisagreeAreBadInput) {
+  json c = tiny();
+  c["num_local_experts"] = 16;  // num_experts is 8
+  InputError e = input_error([&] { parse_hf_config(c, {}); });
+  EXPECT_EQ(e.field(), "num_local_experts");
+  EXPECT_EQ(e.value(), "16");
+  c["num_local_experts"] = 8;  // agreeing synonyms are fine
+  EXPECT_EQ(parse_hf_config(c, {}).E, 8);
+  c = tiny();
+  c["experts_per_token"] = 4;  // num_experts_per_tok is 2
+  e = input_error([&] { parse_hf_config(c, {}); });
+  EXPECT_EQ(e.field(), "experts_per_token");
+  EXPECT_EQ(e.value(), "4");
+}
+
+TEST(HfConfig, DeepSeekWithoutTheExpertSizeIsNotGivenTheDenseOne) {
+  // DeepSeek-V3's intermediate_size (18432) is its dense layers': no moe_intermediate_size (or
+  // a null one) is bad input, not N = 18432.
+  for (const bool null_field : {false, true}) {
+    json c = model_config("deepseek-v3.json");
+    if (null_field) {
+      c["moe_intermediate_size"] = nullptr;
+    } else {
+      c.erase("moe_intermediate_size");
+    }
+    const InputError e = input_error([&] { parse_hf_config(c, {}); });
+    EXPECT_EQ(e.field(), "moe_intermediate_size") << null_field;
+    EXPECT_NE(e.reason().find("first_k_dense_replace"), std::string::npos) << e.reason();
+    ModelOptions o;
+    o.intermediate = 2048;
+    EXPECT_EQ(parse_hf_config(c, o).N, 2048);
+  }
+  // Families whose intermediate_size is the expert size keep reading it (Mixtral).
+  EXPECT_EQ(parse_hf_config(model_config("mixtral-8x7b-v0.1.json"), {}).N, 14336);
+}
+
 TEST(HfConfig, TopLevelDtypeWinsOverNested) {
   json c = {{"architectures", {"Wrapper"}}, {"text_config", tiny()}};
   c["text_config"]["dtype"] = "float16";

@@ -38,6 +38,23 @@ TEST(Precision, UnquantizedIsBf16OrFp16FromConfigDtype) {
   c["torch_dtype"] = "float32";
   EXPECT_EQ(parse_hf_config(c, {}).dtype, Dtype::bf16);
   EXPECT_FALSE(parse_hf_config(c, {}).block_shape.has_value());
+  // A 32-bit checkpoint says that it is analysed as bf16; a 16-bit one says nothing.
+  EXPECT_TRUE(contains(parse_hf_config(c, {}).dtype_note, "torch_dtype is float32"));
+  c["torch_dtype"] = "bfloat16";
+  EXPECT_EQ(parse_hf_config(c, {}).dtype_note, "");
+}
+
+TEST(Precision, ADtypeThatNamesNoDtypeIsBadInput) {
+  // It read as bf16 whatever it held.
+  for (const json& v : {json("foo"), json(5), json(true), json("int4")}) {
+    json c = tiny();
+    c["torch_dtype"] = v;
+    const InputError e = input_error([&] { parse_hf_config(c, {}); });
+    EXPECT_EQ(e.field(), "torch_dtype") << v;
+    EXPECT_EQ(e.value(), v.is_string() ? v.get<std::string>() : v.dump()) << v;
+    // --dtype makes it moot.
+    EXPECT_EQ(parse_hf_config(c, with_dtype("fp16")).dtype, Dtype::fp16) << v;
+  }
 }
 
 TEST(Precision, Fp8BlockAndPerTensor) {
