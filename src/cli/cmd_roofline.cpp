@@ -2,7 +2,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <map>
 #include <cstdint>
 #include <string>
 
@@ -12,6 +14,7 @@
 #include "cli/commands.hpp"
 #include "cli/shape_json.hpp"
 #include "moetune/config.hpp"
+#include "moetune/error.hpp"
 #include "moetune/tuner.hpp"
 #include "moetune/roofline.hpp"
 
@@ -19,10 +22,47 @@ namespace moetune::cli {
 namespace {
 
 struct RooflineOptions {
-  std::string batch;
+  std::string batch, measured;
   const CLI::Option* batch_opt = nullptr;
+  const CLI::Option* measured_opt = nullptr;
   bool measured_ceilings = false;
 };
+
+// "--measured 8=46.7,64=111.45": a layer time in µs per M, measured elsewhere (a server's
+// benchmark, another kernel), to set against the floor. Field "measured".
+std::map<int, double> parse_measured(const std::string& text) {
+  std::map<int, double> out;
+  std::string_view rest = text;
+  while (true) {
+    const std::size_t comma = rest.find(',');
+    std::string_view item = rest.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos)
+      throw InputError("measured", text,
+                       fmt::format("\"{}\" is not M=us (e.g. 8=46.7,64=111.5)", item));
+    std::vector<int> m;
+    try {
+      m = tune::parse_batch_list(item.substr(0, eq));
+    } catch (const InputError& e) {  // named as this option's, not --batch's
+      throw InputError("measured", text, e.reason());
+    }
+    double us = 0;
+    const std::string_view v = item.substr(eq + 1);
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), us);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !(us > 0) ||
+        !std::isfinite(us))
+      throw InputError("measured", text,
+                       fmt::format("\"{}\": the time must be a positive number of µs", item));
+    if (m.size() != 1 || !out.emplace(m.front(), us).second)
+      throw InputError("measured", text,
+                       fmt::format("\"{}\": one M per item, each M once", item));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
 
 // The JSON's numbers are rounded where they are written, never in the computation (the table,
 // crossover_M and bound use the exact values): the (1 - topk/E)^M sum leaves noise such as
@@ -41,8 +81,17 @@ double four_decimals(double v) {
 }
 
 int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
+  const std::map<int, double> measured =
+      given(o.measured_opt) ? parse_measured(o.measured) : std::map<int, double>{};
   std::vector<int> batch =
-      !given(o.batch_opt) ? default_batch_sizes() : tune::parse_batch_list(o.batch);
+      given(o.batch_opt) ? tune::parse_batch_list(o.batch) : default_batch_sizes();
+  if (!given(o.batch_opt) && !measured.empty()) {  // the measured Ms are the batch
+    batch.clear();
+    for (const auto& [M, us] : measured) batch.push_back(M);
+  }
+  for (const auto& [M, us] : measured)
+    if (!std::binary_search(batch.begin(), batch.end(), M))
+      throw InputError("measured", o.measured, fmt::format("M = {} is not in --batch", M));
   // Measured ceilings are this GPU's: they need it (exit 3 without one).
   Target t = o.measured_ceilings ? resolve_local_target(g) : resolve_target(g);
   tune::check_token_slots(batch, t.shape.topk);
@@ -71,6 +120,10 @@ int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
                                  {"t_compute_us", four_decimals(r.t_compute_us)},
                                  {"floor_us", four_decimals(r.floor_us)},
                                  {"bound", r.bound}});
+      if (const auto it = measured.find(r.M); it != measured.end()) {
+        j["rows"].back()["measured_us"] = it->second;
+        j["rows"].back()["pct_floor"] = four_decimals(100.0 * r.floor_us / it->second);
+      }
     }
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -88,11 +141,20 @@ int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
     wf = std::max(wf, fmt::format("{:.3f}", r.flops / 1e9).size());
   }
   fmt::print("{:>{}}  {:>8}  {:>10}  {:>{}}  {:>9}  {:>9}  {:>9}  {}\n", "M", wm, "experts", "MB",
-             "GFLOP", wf, "t_mem_us", "t_comp_us", "floor_us", "bound");
+             "GFLOP", wf, "t_mem_us", "t_comp_us", "floor_us",
+             measured.empty() ? "bound"
+                              : fmt::format("{:<7}  {:>11}  {:>7}", "bound", "measured_us", "%floor"));
   for (const RooflineRow& r : rows) {
-    fmt::print("{:>{}}  {:>8.2f}  {:>10.2f}  {:>{}.3f}  {:>9.2f}  {:>9.2f}  {:>9.2f}  {}\n", r.M,
+    std::string m;
+    if (const auto it = measured.find(r.M); it != measured.end()) {
+      m = fmt::format("  {:>11.2f}  {:>6.1f}%", it->second, 100.0 * r.floor_us / it->second);
+    } else if (!measured.empty()) {
+      m = fmt::format("  {:>11}  {:>7}", "-", "-");
+    }
+    const std::string bound = measured.empty() ? r.bound : fmt::format("{:<7}", r.bound);
+    fmt::print("{:>{}}  {:>8.2f}  {:>10.2f}  {:>{}.3f}  {:>9.2f}  {:>9.2f}  {:>9.2f}  {}{}\n", r.M,
                wm, r.expected_experts, r.bytes / 1e6, r.flops / 1e9, wf, r.t_mem_us,
-               r.t_compute_us, r.floor_us, r.bound);
+               r.t_compute_us, r.floor_us, bound, m);
   }
   if (crossover > 0) {
     fmt::print("compute-bound from M = {}\n", crossover);
@@ -110,6 +172,11 @@ Commands register_roofline(CLI::App& app, const GlobalOptions& g) {
       "roofline", "per M: expected active experts, bytes, FLOPs, t_mem, t_compute, floor, bound");
   o->batch_opt = sub->add_option("--batch", o->batch,
                                  "batch sizes M, e.g. 1,8,64 (default: the common 18, 1 to 4096)");
+  o->measured_opt =
+      sub->add_option("--measured", o->measured,
+                      "layer times measured elsewhere, µs per M, e.g. 8=46.7,64=111.5: each set "
+                      "against its floor (%floor); without --batch they are the batch")
+          ->type_name("M=US,...");
   sub->add_flag("--measured-ceilings", o->measured_ceilings,
                 "the floor over this GPU's measured copy bandwidth and MMA rate (needs the GPU)");
   return {{sub, [&g, o] { return run_roofline(g, *o); }}};

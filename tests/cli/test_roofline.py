@@ -120,6 +120,37 @@ class Roofline(CliTestCase):
                 r = run("roofline", "--batch", bad, "--gpu", "H200")
                 self.assertOneErrorLine(r, EXIT_BAD_INPUT, "batch")
 
+    def test_measured_times_against_the_floor(self):
+        # A run measured elsewhere: %floor = floor / measured, per M; without --batch the
+        # measured Ms are the batch.
+        r = run("roofline", "--measured", "8=46.69,32=111.45", "--gpu", "H200", "--json")
+        self.assertExit(r, EXIT_OK)
+        rows = r.json()["rows"]
+        self.assertEqual([row["M"] for row in rows], [8, 32])
+        for row, us in zip(rows, (46.69, 111.45)):
+            self.assertEqual(row["measured_us"], us)
+            floor = expected_row(row["M"])["floor_us"]
+            self.assertAlmostEqual(row["pct_floor"], 100 * floor / us, places=3)
+        # With --batch: rows without a measurement carry none.
+        r = run("roofline", "--batch", "1,8", "--measured", "8=46.69", "--gpu", "H200", "--json")
+        self.assertExit(r, EXIT_OK)
+        rows = {row["M"]: row for row in r.json()["rows"]}
+        self.assertNotIn("measured_us", rows[1])
+        self.assertEqual(rows[8]["measured_us"], 46.69)
+        text = run("roofline", "--batch", "1,8", "--measured", "8=46.69", "--gpu", "H200")
+        self.assertExit(text, EXIT_OK)
+        self.assertIn("measured_us", text.out)
+        self.assertRegex(text.out, r"\n\s+8 .*memory\s+46\.69\s+60\.5%")
+
+    def test_bad_measured(self):
+        for bad in ("8", "8=-1", "8=0", "8=nan", "8=inf", "8=1e400", "8=1,8=2", "x=1", "8=",
+                    "=5", "8=1,"):
+            with self.subTest(measured=bad):
+                r = run("roofline", "--measured", bad, "--gpu", "H200")
+                self.assertOneErrorLine(r, EXIT_BAD_INPUT, "measured=")
+        self.assertOneErrorLine(run("roofline", "--measured", "8=1", "--batch", "1,2", "--gpu",
+                                    "H200"), EXIT_BAD_INPUT, "measured=", "not in --batch")
+
 
 if __name__ == "__main__":
     unittest.main()
