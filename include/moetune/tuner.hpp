@@ -81,7 +81,9 @@ struct TuneOptions {
 double parse_budget(std::string_view text);
 // "1,2,4,64" -> {1,2,4,64}: positive ints up to kMaxBatch, sorted, duplicates removed, spaces
 // around items allowed. Field "batch". Every command's --batch.
-inline constexpr int kMaxBatch = 1 << 24;  // 16,777,216 tokens: M * topk < 2^31 up to topk 128
+// 16,777,216 tokens: M * topk < 2^31 for every topk up to 127; check_token_slots checks a
+// model's own topk.
+inline constexpr int kMaxBatch = 1 << 24;
 std::vector<int> parse_batch_list(std::string_view text);
 // The kernels' token-slot ids are int32: every M with M * topk >= 2^31 is refused (field
 // "batch"). kMaxBatch covers it up to topk 128; a model's own topk is checked here.

@@ -8,6 +8,7 @@
 #include "cli/commands.hpp"
 #include "cli/text.hpp"
 #include "moetune/config.hpp"
+#include "moe/stages.hpp"
 #include "moetune/error.hpp"
 
 namespace moetune::cli {
@@ -84,7 +85,9 @@ NameHints hints_from_file_name(const std::string& file) {
           std::regex(R"(device_name=(.+?)(,dtype=|,block_shape=|_down\.json$|\.json$))"))) {
     h.device = m[1].str();
   }
-  if (std::regex_search(name, m, std::regex(R"(dtype=([^,]*?)(,|_down\.json$|\.json$|$))"))) {
+  // A word: "fp8_w8a8" in "...,dtype=fp8_w8a8_down.json" and in "...dtype=fp8_w8a8 (1).json".
+  if (std::regex_search(name, m,
+                        std::regex(R"(dtype=([A-Za-z0-9_]*?)(?=_down\.json$|[^A-Za-z0-9_]|$))"))) {
     h.dtype = m[1].str();
   }
   if (std::regex_search(name, m, std::regex(R"(block_shape=(\[[^\]]*\]|[^,]*?(?=_down\.json$|\.json$|,|$)))"))) {
@@ -133,6 +136,15 @@ ResolvedTarget validation_target(const GlobalOptions& g, const std::string& file
                                  to_string(r.dtype), r.from));
   }
   if (r.dtype != Dtype::fp8_w8a8) r.block_shape.reset();
+  if (r.block_shape && !moe::block_k_runs((*r.block_shape)[1])) {
+    // The tables configure moetune's kernels, which take these block_k only (as tune does).
+    const std::string field = flag_block          ? "block-shape"
+                              : g.given("model") ? "block_shape (model)"
+                                                 : "block_shape (file name)";
+    throw InputError(field,
+                     fmt::format("[{}, {}]", (*r.block_shape)[0], (*r.block_shape)[1]),
+                     "block_k must be 64, 128 or k*256 for moetune's kernels");
+  }
   if (!g.given("gpu") && !hints.device.empty() && find_gpu(hints.device) != nullptr) {
     r.gpu = *find_gpu(hints.device);
   } else {

@@ -92,8 +92,12 @@ int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
   for (const auto& [M, us] : measured)
     if (!std::binary_search(batch.begin(), batch.end(), M))
       throw InputError("measured", o.measured, fmt::format("M = {} is not in --batch", M));
-  // Measured ceilings are this GPU's: they need it (exit 3 without one).
-  Target t = o.measured_ceilings ? resolve_local_target(g) : resolve_target(g);
+  // Measured ceilings are this GPU's (exit 3 without one); the roofline models any shape, also
+  // one moetune's kernels cannot run (no require_runnable here, unlike resolve_local_target).
+  MoeShape shape = resolve_shape(g);
+  GpuSpec gpu = o.measured_ceilings ? resolve_local_gpu(g) : resolve_gpu(g);
+  check_dtype_on_gpu(shape, gpu);
+  const Target t{std::move(shape), std::move(gpu)};
   tune::check_token_slots(batch, t.shape.topk);
   const Ceilings c = o.measured_ceilings ? bench::measure_ceilings(0).for_dtype(t.shape.dtype)
                                          : spec_ceilings(t.shape, t.gpu);  // checks the peak

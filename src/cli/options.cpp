@@ -167,7 +167,22 @@ GpuSpec resolve_local_gpu(const GlobalOptions& g) {
   return local;
 }
 
-void require_runnable(const MoeShape& shape) { moe::check_stage_shape(shape, 0); }
+void require_runnable(const MoeShape& shape) {
+  try {
+    moe::check_stage_shape(shape, 0);
+  } catch (const InputError& e) {
+    // The kernels name their own quantities (K, N, E); say which model size each is.
+    static const std::map<std::string, std::string> kWhat = {
+        {"K", "K (the hidden size)"},
+        {"N", "N (the expert intermediate size per TP rank)"},
+        {"E", "E (experts per EP rank)"},
+        {"E_global", "E_global (the experts)"},
+        {"block_shape", "block_shape (its block_k)"}};
+    const auto it = kWhat.find(e.field());
+    throw InputError(it == kWhat.end() ? e.field() : it->second, e.value(),
+                     e.reason() + " for moetune's kernels");
+  }
+}
 
 Target resolve_local_target(const GlobalOptions& g, std::span<const std::int64_t> batch) {
   MoeShape shape = resolve_shape(g);

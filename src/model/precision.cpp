@@ -73,8 +73,9 @@ Dtype config_dtype(const ConfigView& view, std::string& note) {
     return Dtype::bf16;
   }
   throw InputError(f->path, value_text(*f->value),
-                   fmt::format("must name the checkpoint's dtype, e.g. \"bfloat16\", "
-                               "\"float16\" or \"float32\" (in {})",
+                   fmt::format("must be the checkpoint's 16- or 32-bit dtype (\"bfloat16\", "
+                               "\"float16\", \"float32\"; an fp8 checkpoint names its "
+                               "quantization_config) in {}; pass --dtype",
                                view.label()));
 }
 

@@ -41,7 +41,7 @@ Size from_override(int value, const char* name) {
 // The first of `names` present; every other one present must say the same (a config that gives
 // num_experts 16 and num_local_experts 8 is ambiguous, not "the first wins").
 std::optional<Field> find_agreeing(std::span<const std::string_view> names,
-                                   const ConfigView& view) {
+                                   const ConfigView& view, std::string_view flag) {
   std::optional<Field> first;
   for (const auto name : names) {
     const auto f = view.find({name});
@@ -50,8 +50,9 @@ std::optional<Field> find_agreeing(std::span<const std::string_view> names,
       first = f;
     } else if (read_count(*f, view) != read_count(*first, view)) {
       throw InputError(f->path, std::to_string(read_count(*f, view)),
-                       fmt::format("disagrees with {} = {} (both name the same count, in {})",
-                                   first->path, read_count(*first, view), view.label()));
+                       fmt::format("disagrees with {} = {} (both name the same count, in {}); "
+                                   "pass --{}",
+                                   first->path, read_count(*first, view), view.label(), flag));
     }
   }
   return first;
@@ -61,7 +62,7 @@ Size read_experts(const ConfigView& view, const ModelOptions& opts) {
   Size s;
   if (opts.experts) {
     s = from_override(*opts.experts, "experts");
-  } else if (auto f = find_agreeing(kExpertNames, view)) {
+  } else if (auto f = find_agreeing(kExpertNames, view, "experts")) {
     s = {read_count(*f, view), f->path};
   } else {
     throw InputError("model", view.label(),
@@ -78,7 +79,7 @@ Size read_experts(const ConfigView& view, const ModelOptions& opts) {
 
 Size read_topk(const ConfigView& view, const ModelOptions& opts) {
   if (opts.topk) return from_override(*opts.topk, "topk");
-  if (auto f = find_agreeing(kTopkNames, view)) return {read_positive(*f, view), f->path};
+  if (auto f = find_agreeing(kTopkNames, view, "topk")) return {read_positive(*f, view), f->path};
   missing(kTopkNames, view, "experts-per-token count", "topk");
 }
 

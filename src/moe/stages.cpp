@@ -50,6 +50,8 @@ int activation_code(Dtype weight_dtype) {
   return weight_dtype == Dtype::fp16 ? tile_math::kDtypeFp16 : tile_math::kDtypeBf16;
 }
 
+bool block_k_runs(int bk) { return bk == 64 || bk == 128 || (bk > 0 && bk % 256 == 0); }
+
 void check_stage_shape(const MoeShape& shape, int rank) {
   if (shape.E < 1 || shape.E > kMaxLocalExperts)
     throw InputError("E", std::to_string(shape.E), "experts per rank must be in [1, 512]");
@@ -75,7 +77,7 @@ void check_stage_shape(const MoeShape& shape, int rank) {
   }
   if (shape.dtype == Dtype::fp8_w8a8 && shape.block_shape) {
     const int bk = (*shape.block_shape)[1];
-    if (bk != 64 && bk != 128 && bk % 256 != 0)
+    if (!block_k_runs(bk))
       throw InputError("block_shape", std::to_string(bk), "block_k must be 64, 128 or k*256");
     if (shape.K % bk != 0 || shape.N % bk != 0)
       throw InputError("block_shape", std::to_string(bk), "block_k must divide N and K");

@@ -57,6 +57,8 @@ cuda::KernelSpec topk_reduce_spec(const MoeShape& shape, const std::string& arch
 // Throws InputError for shapes the stage kernels cannot run (E > 512 per rank, E_global > 1024,
 // N or K not a multiple of 8, bad groups, fp8 group not dividing N and K).
 void check_stage_shape(const MoeShape& shape, int rank);
+// The block_k values the block-fp8 kernels take: 64, 128 or a multiple of 256.
+bool block_k_runs(int block_k);
 
 // --- launches (Jit::get loads on first use; the FusedMoe prepares them up front) --------------
 // pdl: a programmatic dependent launch (cuda::LaunchOptions; sm_90+ only: the caller decides).

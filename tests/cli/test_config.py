@@ -214,14 +214,31 @@ class Validate(CliTestCase):
             path = os.path.join(d, "E=256,N=256,device_name=NVIDIA_H200,dtype=int4_w4a16.json")
             self.assertExit(run("config", "validate", path, "--dtype", "fp8_w8a8",
                                 "--block-shape", "128,128"), EXIT_OK)
-            # The well-formed name still sets the target.
-            good = os.path.join(d, "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,"
-                                   "block_shape=[128, 128].json")
-            with open(TABLE_18) as src, open(good, "w") as dst:
+            # Well-formed names still set the target: SGLang's, vLLM's (no space), the down
+            # table's, and a copy's " (1)" suffix.
+            for tail, target in (
+                    ("dtype=fp8_w8a8,block_shape=[128, 128].json", "block_shape [128, 128]"),
+                    ("dtype=fp8_w8a8,block_shape=[128,128].json", "block_shape [128, 128]"),
+                    ("dtype=fp8_w8a8,block_shape=[128, 128]_down.json", "block_shape [128, 128]"),
+                    ("dtype=fp8_w8a8 (1).json", "per-tensor"),
+                    ("dtype=fp8_w8a8_down.json", "per-tensor")):
+                with self.subTest(tail=tail):
+                    good = os.path.join(d, "E=256,N=256,device_name=NVIDIA_H200," + tail)
+                    with open(TABLE_18) as src, open(good, "w") as dst:
+                        dst.write(src.read())
+                    r = run("config", "validate", good)
+                    self.assertExit(r, EXIT_OK)
+                    self.assertIn(f"(fp8_w8a8 {target}, from the file name)", r.out)
+            # A block_k moetune's kernels do not take is refused as tune refuses it.
+            path = os.path.join(d, "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,"
+                                   "block_shape=[128, 96].json")
+            with open(TABLE_18) as src, open(path, "w") as dst:
                 dst.write(src.read())
-            r = run("config", "validate", good, "--json")
-            self.assertExit(r, EXIT_OK)
-            self.assertTrue(r.json()["ok"])
+            self.assertOneErrorLine(run("config", "validate", path), EXIT_BAD_INPUT,
+                                    "block_shape (file name)=[128, 96]", "block_k")
+            self.assertOneErrorLine(run("config", "validate", TABLE_18, "--dtype", "fp8_w8a8",
+                                        "--block-shape", "128,96"), EXIT_BAD_INPUT,
+                                    "block-shape=[128, 96]")
 
     def test_unknown_device_in_the_file_name_is_noted(self):
         # moetune has no spec for it: the note names the GPU whose limits were used instead.
