@@ -120,6 +120,9 @@ int main(int argc, char** argv) {
   } catch (const nlohmann::json::exception& e) {
     return fail(moetune::kExitInternal, std::string("internal error (JSON): ") + e.what());
   } catch (const std::exception& e) {
+    // fmt::print throws (std::system_error) when stdout fails mid-run, where the output outgrew
+    // stdio's buffer: the same lost output as the fflush check above, so the same line.
+    if (std::ferror(stdout)) return fail(moetune::kExitInternal, "cannot write to standard output");
     return fail(moetune::kExitInternal, std::string("internal error: ") + e.what());
   } catch (...) {
     return fail(moetune::kExitInternal, "internal error: unknown exception");
