@@ -13,6 +13,7 @@
 #include "cli/options.hpp"
 #include "cli/text.hpp"
 #include "cli/usage_errors.hpp"
+#include "cuda/jit.hpp"
 #include "moetune/error.hpp"
 
 namespace {
@@ -91,6 +92,15 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   std::set_terminate(on_terminate);
+  // Not an error (the run goes on), but a cache that never fills would cost every later run
+  // its compile time unseen. Said once: the Jit calls this for its first failed write only.
+  moetune::cuda::set_cache_write_failure_handler([](const std::string& dir,
+                                                    const std::string& reason) {
+    std::fprintf(stderr,
+                 "moetune: note: cannot write the kernel cache at %s (%s); kernels will be "
+                 "recompiled next time\n",
+                 moetune::cli::shown(dir).c_str(), one_line(reason).c_str());
+  });
   try {
     const int code = run(argc, argv);
     // What a command printed must have reached stdout (a full disk): else the run failed,
@@ -110,6 +120,9 @@ int main(int argc, char** argv) {
   } catch (const nlohmann::json::exception& e) {
     return fail(moetune::kExitInternal, std::string("internal error (JSON): ") + e.what());
   } catch (const std::exception& e) {
+    // fmt::print throws (std::system_error) when stdout fails mid-run, where the output outgrew
+    // stdio's buffer: the same lost output as the fflush check above, so the same line.
+    if (std::ferror(stdout)) return fail(moetune::kExitInternal, "cannot write to standard output");
     return fail(moetune::kExitInternal, std::string("internal error: ") + e.what());
   } catch (...) {
     return fail(moetune::kExitInternal, "internal error: unknown exception");

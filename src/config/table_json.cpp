@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -136,18 +134,10 @@ ParsedTable parse_config_table(const nlohmann::json& j, const std::string& sourc
 }
 
 ParsedTable read_config_table(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    throw InputError("config", path.string(), "is a folder, not a config file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("config", path.string(), "cannot open file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError("config", path.string(), "cannot read file");
+  const std::string text = model::read_json_file_text(path, "config");
   nlohmann::json j;
   try {
-    j = model::parse_json_text(text.str());
+    j = model::parse_json_text(text);
   } catch (const model::DuplicateJsonKey& e) {
     throw InputError("config", path.string(), std::string("invalid JSON: ") + e.what());
   } catch (const nlohmann::json::exception& e) {

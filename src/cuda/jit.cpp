@@ -44,7 +44,19 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+std::mutex handler_mu;
+CacheWriteFailureHandler& handler() {
+  static CacheWriteFailureHandler h;
+  return h;
+}
+
 }  // namespace
+
+CacheWriteFailureHandler set_cache_write_failure_handler(CacheWriteFailureHandler h) {
+  std::lock_guard lock(handler_mu);
+  std::swap(handler(), h);
+  return h;
+}
 
 std::string KernelSpec::name_expression() const {
   std::string e = kernel;
@@ -205,6 +217,7 @@ struct Jit::State {
   std::map<std::string, std::shared_future<CompiledKernel>> compiled;  // key -> result
   std::map<std::pair<std::string, CUcontext>, std::shared_ptr<LoadedKernel>> loaded;
   Stats stats;
+  bool write_failure_told = false;  // the handler hears of the first failed write only
   explicit State(std::string dir) : disk(std::move(dir)) {}
 };
 
@@ -280,7 +293,10 @@ CompiledKernel Jit::compile(const KernelSpec& spec) {
       out.cubin = std::move(r.cubin);
       out.lowered_name = r.lowered_names.at(0);
       out.log = std::move(r.log);
-      state_->disk.write(key, {out.cubin, out.lowered_name});  // a failed write costs time only
+      std::string why;
+      if (!state_->disk.write(key, {out.cubin, out.lowered_name}, &why)) {  // costs time only
+        tell_write_failure(why);
+      }
     }
     out.compile_s = seconds_since(t0);
     promise.set_value(out);
@@ -291,6 +307,19 @@ CompiledKernel Jit::compile(const KernelSpec& spec) {
     state_->compiled.erase(key);  // a later call may try again
     throw;
   }
+}
+
+void Jit::tell_write_failure(const std::string& why) {
+  {
+    std::lock_guard lock(state_->mu);
+    if (std::exchange(state_->write_failure_told, true)) return;
+  }
+  CacheWriteFailureHandler h;
+  {
+    std::lock_guard lock(handler_mu);
+    h = handler();
+  }
+  if (h) h(state_->disk.dir(), why);  // outside the locks: the handler may take its time
 }
 
 std::vector<CompiledKernel> Jit::compile_many(const std::vector<KernelSpec>& specs, int threads) {

@@ -112,6 +112,15 @@ class LoadedKernel {
 // the NVRTC log on a compile error.
 std::string kernel_ptx(const KernelSpec& spec);
 
+// Told when a compiled kernel cannot be written to a Jit's disk cache: the folder and why. That
+// is no error (compile() goes on; the next run compiles again), but a cache that never fills
+// should not pass unseen, and the library prints nothing: the CLI sets a handler that prints a
+// note. Each Jit calls it at most once, from whichever compile thread failed first.
+using CacheWriteFailureHandler =
+    std::function<void(const std::string& dir, const std::string& reason)>;
+// Sets the process-wide handler (none by default); returns the previous one. Thread-safe.
+CacheWriteFailureHandler set_cache_write_failure_handler(CacheWriteFailureHandler handler);
+
 class Jit {
  public:
   // The process-wide instance. Cache directory: $MOETUNE_CACHE_DIR, else
@@ -145,6 +154,7 @@ class Jit {
   void clear_memory();
 
  private:
+  void tell_write_failure(const std::string& why);
   struct State;
   std::unique_ptr<State> state_;
 };

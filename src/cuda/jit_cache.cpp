@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <system_error>
 
 namespace moetune::cuda {
 namespace {
@@ -90,16 +91,20 @@ std::optional<CacheEntry> DiskCache::read(const std::string& key) const {
   return e;
 }
 
-bool DiskCache::write(const std::string& key, const CacheEntry& entry) const {
+bool DiskCache::write(const std::string& key, const CacheEntry& entry, std::string* why) const {
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  if (ec && !fs::is_directory(dir_)) return false;
+  if (ec && !fs::is_directory(dir_)) {
+    std::error_code ec2;
+    if (why != nullptr) *why = fs::exists(dir_, ec2) ? "not a folder" : ec.message();
+    return false;
+  }
   std::string bytes(kMagic, kMagicBytes);
   put_u64(bytes, entry.lowered_name.size());
   put_u64(bytes, entry.cubin.size());
   bytes += entry.lowered_name;
   bytes.append(entry.cubin.data(), entry.cubin.size());
-  return write_file_atomic(path_of(key), bytes);
+  return write_file_atomic(path_of(key), bytes, why);
 }
 
 int DiskCache::remove_stale_temps(double max_age_s) const {
@@ -118,29 +123,34 @@ int DiskCache::remove_stale_temps(double max_age_s) const {
   return removed;
 }
 
-bool write_file_atomic(const std::string& path, const std::string& bytes) {
+bool write_file_atomic(const std::string& path, const std::string& bytes, std::string* why) {
+  auto fail = [&](int err) {
+    if (why != nullptr) *why = std::generic_category().message(err);  // thread-safe strerror
+    return false;
+  };
   std::string tmpl = path + ".tmp.XXXXXX";
   int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) return false;
+  if (fd < 0) return fail(errno);
   ::fchmod(fd, 0644);
   const char* p = bytes.data();
   std::size_t left = bytes.size();
-  bool ok = true;
+  int err = 0;
   while (left > 0) {
     ssize_t n = ::write(fd, p, left);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      ok = false;
+      err = n < 0 ? errno : ENOSPC;  // a write of 0 bytes: the device is full
       break;
     }
     p += n;
     left -= static_cast<std::size_t>(n);
   }
-  ok = ok && ::fsync(fd) == 0;
-  ok = (::close(fd) == 0) && ok;
-  ok = ok && ::rename(tmpl.c_str(), path.c_str()) == 0;
-  if (!ok) ::unlink(tmpl.c_str());
-  return ok;
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmpl.c_str(), path.c_str()) != 0) err = errno;
+  if (err == 0) return true;
+  ::unlink(tmpl.c_str());
+  return fail(err);
 }
 
 }  // namespace moetune::cuda

@@ -25,8 +25,9 @@ class DiskCache {
   // The entry, or nullopt when absent or invalid (bad magic, size, or not an ELF cubin).
   std::optional<CacheEntry> read(const std::string& key) const;
   // Creates the directory if needed; returns false (and leaves nothing behind) when the entry
-  // cannot be written: a cache that cannot be written only costs compile time.
-  bool write(const std::string& key, const CacheEntry& entry) const;
+  // cannot be written: a cache that cannot be written only costs compile time. `why`, if given,
+  // then says why ("not a folder", "Permission denied").
+  bool write(const std::string& key, const CacheEntry& entry, std::string* why = nullptr) const;
   // Removes temp files ("*.tmp.XXXXXX") older than max_age_s, left by a writer that died
   // between create and rename. Returns how many were removed. Never throws.
   int remove_stale_temps(double max_age_s = 3600) const;
@@ -36,7 +37,8 @@ class DiskCache {
 };
 
 // Writes `bytes` to `path` atomically: unique temp file in the same directory, fsync, rename.
-// Returns false on failure (the temp file is removed).
-bool write_file_atomic(const std::string& path, const std::string& bytes);
+// Returns false on failure (the temp file is removed), with the reason in `why` if given.
+bool write_file_atomic(const std::string& path, const std::string& bytes,
+                       std::string* why = nullptr);
 
 }  // namespace moetune::cuda

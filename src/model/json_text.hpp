@@ -2,6 +2,8 @@
 // error. nlohmann keeps the last value silently, so a hand-edited config table with two "64"
 // entries, or a config.json with two hidden_size fields, would lose one unseen.
 #pragma once
+#include <cstdint>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 
@@ -17,5 +19,16 @@ struct DuplicateJsonKey : std::runtime_error {
 // nlohmann::json::parse(text), plus DuplicateJsonKey for a key repeated within one object.
 // Other errors are nlohmann's (json::exception).
 nlohmann::json parse_json_text(const std::string& text);
+
+// The most a JSON file that a user names (a model's config.json, a config table) may hold. Real
+// ones are a few KB; the cap is far above that, yet keeps a wrong path (a disk image, a log)
+// from costing gigabytes of memory and seconds before its parse error.
+inline constexpr std::uintmax_t kMaxJsonFileBytes = std::uintmax_t{64} << 20;
+
+// The text of the file a user named, to parse. Throws InputError(field, path, reason) when the
+// path (symlinks followed) is not a regular file (a folder, a FIFO or a device such as /dev/zero
+// would fail late, block forever or never end), holds more than kMaxJsonFileBytes, or cannot be
+// read.
+std::string read_json_file_text(const std::filesystem::path& path, const std::string& field);
 
 }  // namespace moetune::model

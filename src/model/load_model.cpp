@@ -2,8 +2,6 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -38,11 +36,7 @@ json parse_text(const std::string& text, const std::string& label) {
 }
 
 json read_json_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  if (!in || in.bad()) throw InputError("model", path.string(), "cannot read the file");
-  return parse_text(text.str(), path.string());
+  return parse_text(model::read_json_file_text(path, "model"), path.string());
 }
 
 // hf_quant_config.json (modelopt) as the quantization_config that config.json lacks:

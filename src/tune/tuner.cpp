@@ -5,13 +5,13 @@
 #include <atomic>
 #include <cmath>
 #include <deque>
-#include <fstream>
 #include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "model/json_text.hpp"
 #include "moetune/error.hpp"
 #include "moetune/roofline.hpp"
 #include "moetune/stats.hpp"
@@ -363,10 +363,10 @@ void worker_loop(Shared& sh, Evaluator& ev, int worker, int workers) {
 void check_overwrite(const TuneOptions& o, const std::filesystem::path& table) {
   const std::filesystem::path side = table.parent_path() / sidecar_name(table.filename().string());
   if (o.force || !std::filesystem::exists(side)) return;
+  const std::string text = model::read_json_file_text(side, "out");  // a FIFO would block
   nlohmann::json j;
   try {
-    std::ifstream in(side);
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception&) {
     throw InputError("out", side.string(),
                      "the existing sidecar is not JSON; use --force to overwrite the table");

@@ -1,5 +1,7 @@
 """Commands that need a GPU: exit 3 with one line where there is none (input errors stay 2);
 kernels --compile-only needs none."""
+import os
+import tempfile
 import unittest
 
 from moetune_cli import (EXIT_BAD_INPUT, EXIT_NO_GPU, EXIT_OK, CliTestCase, gpu_present, run)
@@ -64,6 +66,22 @@ class CompileOnly(CliTestCase):
                 self.assertEqual(j["arch"], arch)
                 self.assertEqual(j["failed"], 0, j["failures"])
                 self.assertGreater(j["kernels"], 5)
+
+    def test_unwritable_cache_is_noted_once(self):
+        # A cache folder that is a file: compiles still succeed (exit 0), but one note says the
+        # cache cannot be written (it was silent), however many compile threads failed.
+        with tempfile.TemporaryDirectory() as d:
+            cache = os.path.join(d, "somefile")
+            with open(cache, "w") as f:
+                f.write("x")
+            r = run("kernels", "--compile-only", "--arch", "sm_80", timeout=600,
+                    env={"MOETUNE_CACHE_DIR": cache})
+            self.assertExit(r, EXIT_OK)
+            notes = [l for l in r.err_lines if "kernel cache" in l]
+            self.assertEqual(notes, [f"moetune: note: cannot write the kernel cache at {cache} "
+                                     "(not a folder); kernels will be recompiled next time"], r)
+            with open(cache) as f:
+                self.assertEqual(f.read(), "x")
 
     def test_bad_arch(self):
         # sm_75: below the kernels' sm_80; sm_999: NVRTC knows no such target (every kernel an

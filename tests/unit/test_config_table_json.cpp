@@ -1,3 +1,4 @@
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -182,6 +183,33 @@ TEST(ConfigTableJson, UnknownConfigKeysAreKeptForValidation) {
   EXPECT_EQ(t.entries.at(32).unknown_keys, (std::vector<std::string>{"USE_TMA", "waves_per_eu"}));
   EXPECT_EQ(t.entries.at(32).config, (KernelConfig{16, 64, 128, 1, 4, 3, 1}));
   EXPECT_EQ(to_table(t).at(32), t.entries.at(32).config);
+}
+
+// Only a regular file of a sane size is read: a FIFO blocked forever, /dev/zero grew memory
+// without bound, and a 400 MB file cost 785 MB before its parse error.
+TEST(ConfigTableJson, OnlyRegularFilesOfASaneSize) {
+  TempDir dir;
+  auto reason = [](const fs::path& p) {
+    try {
+      read_config_table(p);
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.field(), "config");
+      EXPECT_EQ(e.value(), p.string());
+      return e.reason();
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(reason(dir.path()), "a folder, not a regular file");
+  const fs::path fifo = dir.path() / "t.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(reason(fifo), "not a regular file (a FIFO)");
+  if (fs::exists("/dev/zero")) {
+    EXPECT_EQ(reason("/dev/zero"), "not a regular file (a character device)");
+  }
+  const fs::path big = dir.path() / "big.json";
+  std::ofstream(big).flush();
+  fs::resize_file(big, std::uintmax_t{400} << 20);  // sparse: no disk space used
+  EXPECT_EQ(reason(big), "419430400 bytes, more than the 64 MiB a JSON input may hold");
 }
 
 TEST(ConfigTableJson, FileErrorsNameThePath) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "cuda/jit.hpp"
@@ -232,6 +233,47 @@ TEST(CudaJit, CompileErrorsCarryTheLog) {
     EXPECT_NE(what.find("error"), std::string::npos) << what;
   }
   EXPECT_THROW(jit.compile(mma_peak_spec("")), moetune::InputError);
+  fs::remove_all(dir);
+}
+
+// A cache that cannot be written costs compile time only, but is told (once per Jit, however
+// many compile threads fail) to the process's handler, which the CLI prints as a note: it was
+// silent, so a cache folder that is a file went unnoticed run after run.
+TEST(CudaJit, UnwritableCacheIsToldOnce) {
+  fs::path file = fresh_dir("cache-is-a-file");
+  std::ofstream(file) << "not a folder";
+  std::string why;
+  EXPECT_FALSE(moetune::cuda::DiskCache(file.string()).write("k", {{'\x7f', 'E'}, "n"}, &why));
+  EXPECT_EQ(why, "not a folder");
+
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::string>> told;
+  auto previous = moetune::cuda::set_cache_write_failure_handler(
+      [&](const std::string& dir, const std::string& reason) {
+        std::lock_guard lock(mu);
+        told.emplace_back(dir, reason);
+      });
+  Jit jit(file.string());
+  std::vector<KernelSpec> specs;
+  for (const std::string arch : {"sm_80", "sm_89", "sm_90a", "sm_120"}) {
+    specs.push_back(mma_peak_spec(arch));
+  }
+  const std::vector<CompiledKernel> compiled = jit.compile_many(specs, 4);
+  for (const CompiledKernel& k : compiled) EXPECT_TRUE(is_elf(k.cubin)) << k.spec.name << k.log;
+  EXPECT_EQ(jit.stats().nvrtc_compiles, 4);
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0].first, file.string());
+  EXPECT_EQ(told[0].second, "not a folder");
+  EXPECT_TRUE(fs::is_regular_file(file));  // left as it was
+
+  // A writable cache tells nothing.
+  told.clear();
+  fs::path dir = fresh_dir("cache-writable");
+  Jit ok(dir.string());
+  ok.compile(mma_peak_spec("sm_80"));
+  EXPECT_TRUE(told.empty());
+  moetune::cuda::set_cache_write_failure_handler(previous);
+  fs::remove(file);
   fs::remove_all(dir);
 }
 

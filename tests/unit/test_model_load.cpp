@@ -1,4 +1,5 @@
 // load_model: a file, a folder (config.json + hf_quant_config.json), a preset, or an error.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -66,6 +67,34 @@ TEST_F(LoadModel, FolderWithoutConfigJson) {
   const InputError e = input_error([&] { load_model(dir_.string(), {}); });
   EXPECT_EQ(e.field(), "model");
   EXPECT_TRUE(contains(e.what(), "config.json"));
+}
+
+// Only regular files are read: a config.json that is a folder was "invalid JSON ... unexpected
+// end of input"; a FIFO blocked forever; /dev/zero grew memory without bound.
+TEST_F(LoadModel, NotARegularFileIsSaidSo) {
+  fs::create_directory(dir_ / "config.json");
+  const InputError folder = input_error([&] { load_model(dir_.string(), {}); });
+  EXPECT_EQ(folder.field(), "model");
+  EXPECT_EQ(folder.value(), (dir_ / "config.json").string());
+  EXPECT_EQ(folder.reason(), "a folder, not a regular file");
+
+  const fs::path fifo = dir_ / "fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const InputError f = input_error([&] { load_model(fifo.string(), {}); });
+  EXPECT_EQ(f.field(), "model");
+  EXPECT_EQ(f.value(), fifo.string());
+  EXPECT_TRUE(contains(f.reason(), "not a regular file")) << f.reason();
+
+  if (fs::exists("/dev/zero")) {
+    EXPECT_TRUE(contains(input_error([] { load_model("/dev/zero", {}); }).what(),
+                         "model=/dev/zero: not a regular file"));
+  }
+  // hf_quant_config.json is read the same way.
+  fs::remove(dir_ / "config.json");
+  copy_config("qwen3-30b-a3b.json");
+  fs::create_directory(dir_ / "hf_quant_config.json");
+  EXPECT_EQ(input_error([&] { load_model(dir_.string(), {}); }).value(),
+            (dir_ / "hf_quant_config.json").string());
 }
 
 TEST_F(LoadModel, HfQuantConfigFp8IsPerTensor) {
