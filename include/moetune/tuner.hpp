@@ -92,6 +92,10 @@ template <class Batch>
 void check_token_slots(const Batch& batch, int topk) {
   for (const auto M : batch) check_token_slots(static_cast<long long>(M), topk);
 }
+// "8=46.7,64=111.45" -> {8: 46.7, 64: 111.45}: layer times in µs per M measured elsewhere
+// (roofline --measured). M as in parse_batch_list, each once; times positive and finite.
+// Field "measured".
+std::map<int, double> parse_measured_times(std::string_view text);
 // "concurrency=1..64,spec=3" -> concurrencies lo, the powers of two inside (lo, hi), and hi,
 // each times spec+1 tokens per step -> {4,8,16,32,64,128,256}. "concurrency=8" is one value;
 // spec defaults to 0. Field "serving" (or "serving.<key>" for a bad value).

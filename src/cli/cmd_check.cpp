@@ -78,13 +78,9 @@ int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
     if (!given(o.variants_opt)) opts.dtypes = {own_variant(*shape)};
   } else {
     // The anchors run at their own parallelism and dtypes (--variants): these would be ignored.
-    const std::pair<const char*, const std::string*> ignored[] = {
-        {"tp", &g.tp}, {"ep", &g.ep}, {"dtype", &g.dtype}, {"block-shape", &g.block_shape}};
-    for (const auto& [name, value] : ignored)
-      if (g.given(name))
-        throw InputError(name, *value,
-                         "applies to --model's shape; without --model check runs the anchor "
-                         "shapes (choose their dtypes with --variants)");
+    refuse_given(g, {"tp", "ep", "dtype", "block-shape"},
+                 "applies to --model's shape; without --model check runs the anchor shapes "
+                 "(choose their dtypes with --variants)");
   }
   const GpuSpec gpu = resolve_local_gpu(g);
   if (shape) check_dtype_on_gpu(*shape, gpu);

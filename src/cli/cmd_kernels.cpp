@@ -47,15 +47,11 @@ constexpr int kMinArch = 80;
 int run_kernels(const GlobalOptions& g, const KernelsOptions& o) {
   // The set is the anchors' (every kernel file, dtype and path): a model's options would be
   // ignored, so they are refused (bench and tune compile a model's own kernels).
-  const std::pair<const char*, const std::string*> model_options[] = {
-      {"model", &g.model},     {"tp", &g.tp},         {"ep", &g.ep},
-      {"dtype", &g.dtype},     {"experts", &g.experts}, {"topk", &g.topk},
-      {"intermediate", &g.intermediate}, {"hidden", &g.hidden}, {"block-shape", &g.block_shape}};
-  for (const auto& [name, value] : model_options)
-    if (g.given(name))
-      throw InputError(name, *value,
-                       "kernels compiles the representative set of the anchor shapes; a model's "
-                       "own kernels are compiled by bench, check --model and tune");
+  refuse_given(g,
+               {"model", "tp", "ep", "dtype", "experts", "topk", "intermediate", "hidden",
+                "block-shape"},
+               "kernels compiles the representative set of the anchor shapes; a model's own "
+               "kernels are compiled by bench, check --model and tune");
   std::string arch;
   if (given(o.arch_opt)) {
     if (!std::regex_match(o.arch, std::regex(R"(sm_[0-9]{2,3}[af]?)"))) {

@@ -2,7 +2,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <cstdint>
@@ -28,42 +27,6 @@ struct RooflineOptions {
   bool measured_ceilings = false;
 };
 
-// "--measured 8=46.7,64=111.45": a layer time in µs per M, measured elsewhere (a server's
-// benchmark, another kernel), to set against the floor. Field "measured".
-std::map<int, double> parse_measured(const std::string& text) {
-  std::map<int, double> out;
-  std::string_view rest = text;
-  while (true) {
-    const std::size_t comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    const std::size_t eq = item.find('=');
-    if (eq == std::string_view::npos)
-      throw InputError("measured", text,
-                       fmt::format("\"{}\" is not M=us (e.g. 8=46.7,64=111.5)", item));
-    std::vector<int> m;
-    try {
-      m = tune::parse_batch_list(item.substr(0, eq));
-    } catch (const InputError& e) {  // named as this option's, not --batch's
-      throw InputError("measured", text, e.reason());
-    }
-    double us = 0;
-    const std::string_view v = item.substr(eq + 1);
-    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), us);
-    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !(us > 0) ||
-        !std::isfinite(us))
-      throw InputError("measured", text,
-                       fmt::format("\"{}\": the time must be a positive number of µs", item));
-    if (m.size() != 1 || !out.emplace(m.front(), us).second)
-      throw InputError("measured", text,
-                       fmt::format("\"{}\": one M per item, each M once", item));
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  return out;
-}
-
 // The JSON's numbers are rounded where they are written, never in the computation (the table,
 // crossover_M and bound use the exact values): the (1 - topk/E)^M sum leaves noise such as
 // 7.999999999999999 experts. Counts (bytes, FLOPs, B/s, FLOP/s) become JSON integers; the rest
@@ -82,7 +45,7 @@ double four_decimals(double v) {
 
 int run_roofline(const GlobalOptions& g, const RooflineOptions& o) {
   const std::map<int, double> measured =
-      given(o.measured_opt) ? parse_measured(o.measured) : std::map<int, double>{};
+      given(o.measured_opt) ? tune::parse_measured_times(o.measured) : std::map<int, double>{};
   std::vector<int> batch =
       given(o.batch_opt) ? tune::parse_batch_list(o.batch) : default_batch_sizes();
   if (!given(o.batch_opt) && !measured.empty()) {  // the measured Ms are the batch

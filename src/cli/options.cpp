@@ -43,6 +43,15 @@ bool GlobalOptions::given(const std::string& name) const {
   return it != options.end() && cli::given(it->second);
 }
 
+void refuse_given(const GlobalOptions& g, std::initializer_list<const char*> names,
+                  const std::string& reason) {
+  for (const char* name : names) {
+    if (!g.given(name)) continue;
+    const auto& given = g.options.at(name)->results();
+    throw InputError(name, given.empty() ? "" : given.back(), reason);
+  }
+}
+
 int parse_positive_int(const std::string& field, const std::string& text) {
   int v = 0;
   const char* first = text.data();

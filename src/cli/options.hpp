@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <map>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -30,6 +31,11 @@ struct GlobalOptions {
   bool given(const std::string& name) const;
   std::map<std::string, const CLI::Option*> options;  // filled by add_global_options
 };
+
+// InputError (exit 2) naming the first of `names` (global options, without dashes) that was
+// given, with its value and `reason`: for a command on which those options would be ignored.
+void refuse_given(const GlobalOptions& g, std::initializer_list<const char*> names,
+                  const std::string& reason);
 
 // Whether `opt` appeared on the command line.
 inline bool given(const CLI::Option* opt) { return opt != nullptr && opt->count() > 0; }

@@ -140,6 +140,34 @@ void check_token_slots(long long M, int topk) {
                                  M, topk, slots));
 }
 
+std::map<int, double> parse_measured_times(std::string_view text) {
+  const std::string value(text);
+  std::map<int, double> out;
+  for (std::string_view part : split(text, ',')) {
+    const std::string_view item = trim(part);
+    const std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos)
+      throw InputError("measured", value,
+                       fmt::format("\"{}\" is not M=us (e.g. 8=46.7,64=111.5)", item));
+    const PositiveInt m = read_positive_int(item.substr(0, eq));
+    if (m.problem != nullptr || m.value > kMaxBatch)
+      throw InputError("measured", value,
+                       fmt::format("\"{}\": M: {}", item,
+                                   m.problem != nullptr ? m.problem
+                                                        : fmt::format("above {} tokens", kMaxBatch)));
+    const std::string_view v = item.substr(eq + 1);
+    double us = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), us);
+    if (v.empty() || ec != std::errc() || end != v.data() + v.size() || !(us > 0) ||
+        !std::isfinite(us))
+      throw InputError("measured", value,
+                       fmt::format("\"{}\": the time must be a positive number of µs", item));
+    if (!out.emplace(m.value, us).second)
+      throw InputError("measured", value, fmt::format("\"{}\": each M once", item));
+  }
+  return out;
+}
+
 std::vector<int> serving_batch_sizes(std::string_view text) {
   const std::string value(text);
   std::optional<int> lo, hi, spec;
