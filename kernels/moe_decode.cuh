@@ -11,6 +11,9 @@
 //                    state into shared memory), then 2 * WPT warps compute gate and up for columns
 //                    [16c, 16c + 16) of its expert (WPT warps per 16-row tile, each a 1/WPT slice
 //                    of K, summed in a fixed order) and write SiLU(gate)·up as ACT to act.
+//                    Each warp streams its 16 row slices either through register batches
+//                    (PIECES = 0) or, on sm_90+ (PIECES > 0), by 16 * PIECES bulk copies into
+//                    its own dynamic shared memory, all in flight at once, PIECES mbarriers.
 //   moe_decode_down  grid (K / 16, M), 32 * TOPK threads: block (c, t) routes token t again (the
 //                    same code and inputs: the same ids and weights), warp j loads the w2 rows
 //                    [16c, 16c + 16) of slot j's expert into registers BEFORE waiting for
@@ -43,6 +46,7 @@
 #include <cuda_fp8.h>
 
 #include "common/act.cuh"
+#include "common/mbarrier.cuh"
 #include "common/pdl.cuh"
 #include "common/ptx.cuh"
 #include "routing.cuh"
@@ -212,6 +216,7 @@ template <int ACT,          // tile_math::kDtypeBf16 / kDtypeFp16
           int BN, int BK,   // fp8 block shape (WFP8), else unused
           int WPT,          // warps per 16-row tile (each a 1/WPT slice of K)
           int BATCH,        // 64-byte chunks per row loaded before the first is used
+          int PIECES,       // > 0: the weights by bulk copies into shared memory (below)
           bool ROUTE,       // route from router_logits (else precomputed ids)
           int E_GLOBAL, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
           bool RENORMALIZE,  // the routing's (routing.cuh)
@@ -238,6 +243,21 @@ __device__ __forceinline__ void up_block(
   __shared__ float s_part[2][WPT][16];
   __shared__ float s_choice[N_GROUP > 1 ? E_GLOBAL : 1];
   __shared__ int s_e;
+  // PIECES > 0: each warp's 16 row slices land in its own part of the dynamic shared memory,
+  // kStride bytes per row (64 bytes of padding where the slice is a multiple of 128 bytes, so
+  // that the LDS.128 of rows g and g + 1 in one quarter-warp hit different banks), in PIECES
+  // pieces per slice, each with its own mbarrier.
+  constexpr int kStride = kWarpBytes % 128 == 0 ? kWarpBytes + 64 : kWarpBytes;
+  static_assert(PIECES >= 0 && PIECES <= 4 && (PIECES == 0 || kChunks % PIECES == 0),
+                "PIECES: 0..4, dividing the slice's chunks");
+  __shared__ __align__(8) unsigned long long s_bar[PIECES > 0 ? 2 * WPT * PIECES : 1];
+  extern __shared__ __align__(128) unsigned char s_w[];
+  if constexpr (PIECES > 0) {
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < 2 * WPT * PIECES; ++b) mbar::init(ptx::smem_addr(&s_bar[b]), 1);
+      mbar::fence_init();
+    }
+  }
 
   const long long t = slot / TOPK;
   const int j = static_cast<int>(slot % TOPK);
@@ -300,9 +320,8 @@ __device__ __forceinline__ void up_block(
   const int tile = warp / WPT, wk = warp % WPT;  // tile 0: gate rows, 1: up rows
   const int g = lane / 4, q = lane % 4;
   const int row0 = (tile == 0 ? 0 : N) + col * 16;
-  const unsigned char* pa =
-      w13 + (static_cast<long long>(e) * 2 * N + row0 + g) * kRowBytes + wk * kWarpBytes + q * 16;
-  const unsigned char* pb = pa + 8LL * kRowBytes;
+  const unsigned char* slice =  // row row0 of this warp's slice
+      w13 + (static_cast<long long>(e) * 2 * N + row0) * kRowBytes + wk * kWarpBytes;
   const unsigned char* px = s_x + wk * kWarpBytes + q * 16;
   const float* ws_row =
       WFP8 ? w13_scale + (static_cast<long long>(e) * (2 * N / BN) + row0 / BN) * (K / BK)
@@ -322,7 +341,38 @@ __device__ __forceinline__ void up_block(
       }
     }
   };
-  decode_detail::stream_chunks<kBatch, kChunks>(pa, pb, 0, chunk);
+  if constexpr (PIECES > 0) {
+    // All of the warp's 16 x kWarpBytes in flight at once: 16 * PIECES bulk copies (the TMA: a
+    // few instructions where the register batches are hundreds of loads that ptxas spreads
+    // among the MMAs, 4 ahead at most: bench/results/2026-12-01_h200_tenth_session.md call 4).
+    constexpr int kPieceBytes = kWarpBytes / PIECES, kPieceChunks = kChunks / PIECES;
+    unsigned char* ws = s_w + warp * 16 * kStride;
+    const unsigned bar0 = ptx::smem_addr(&s_bar[warp * PIECES]);
+    if (lane < PIECES) mbar::arrive_expect_tx(bar0 + 8 * lane, 16 * kPieceBytes);
+    __syncwarp();
+#pragma unroll
+    for (int i = lane; i < 16 * PIECES; i += 32) {  // piece p of row r, the first pieces first
+      const int p = i / 16, r = i % 16;
+      mbar::bulk_copy_g2s(ptx::smem_addr(ws + r * kStride + p * kPieceBytes),
+                          slice + static_cast<long long>(r) * kRowBytes + p * kPieceBytes,
+                          kPieceBytes, bar0 + 8 * p);
+    }
+    const unsigned char* sa = ws + g * kStride + q * 16;
+#pragma unroll
+    for (int p = 0; p < PIECES; ++p) {
+      mbar::wait(bar0 + 8 * p, 0);
+#pragma unroll
+      for (int k = 0; k < kPieceChunks; ++k) {
+        const int i = p * kPieceChunks + k;
+        const uint4 ra = *reinterpret_cast<const uint4*>(sa + i * 64);
+        const uint4 rb = *reinterpret_cast<const uint4*>(sa + 8 * kStride + i * 64);
+        chunk(i, ra, rb);
+      }
+    }
+  } else {
+    const unsigned char* pa = slice + static_cast<long long>(g) * kRowBytes + q * 16;
+    decode_detail::stream_chunks<kBatch, kChunks>(pa, pa + 8LL * kRowBytes, 0, chunk);
+  }
   if constexpr (!WFP8) {
     acc0 = c[0];
     acc8 = c[2];
@@ -486,6 +536,8 @@ template <int ACT,          // tile_math::kDtypeBf16 / kDtypeFp16
           int BN, int BK,   // fp8 block shape (WFP8), else unused
           int WPT,          // warps per 16-row tile (each a 1/WPT slice of K)
           int BATCH,        // 64-byte chunks per row loaded before the first is used
+          int PIECES,       // > 0 (sm_90+): the weights by bulk copies, PIECES per warp slice,
+                            // into 2 * WPT * 16 * kStride bytes of dynamic shared memory
           bool ROUTE,       // route from router_logits (else precomputed ids)
           int E_GLOBAL, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
           bool RENORMALIZE>  // the routing's (routing.cuh)
@@ -500,7 +552,7 @@ __global__ void __launch_bounds__(64 * WPT)
   // PDL (common/pdl.cuh): router_logits and x may come from the kernel before.
   pdl_wait();
   pdl_launch_dependents();
-  decode_detail::up_block<ACT, WFP8, K, N, TOPK, BN, BK, WPT, BATCH, ROUTE, E_GLOBAL, SCORING,
+  decode_detail::up_block<ACT, WFP8, K, N, TOPK, BN, BK, WPT, BATCH, PIECES, ROUTE, E_GLOBAL, SCORING,
                           N_GROUP, TOPK_GROUP, HAS_BIAS, RENORMALIZE>(
       router_logits, correction_bias, topk_ids_in, topk_ids_out, topk_weights_out,
       routed_scaling_factor, x, w13, w13_scale, act, expert_start, E, blockIdx.x, blockIdx.y,

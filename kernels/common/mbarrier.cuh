@@ -34,6 +34,44 @@ __device__ __forceinline__ void arrive(unsigned addr) {
 #endif
 }
 
+// One arrival that also expects `bytes` more of asynchronous copies (cp.async.bulk's
+// complete_tx) before the phase can complete.
+__device__ __forceinline__ void arrive_expect_tx(unsigned addr, unsigned bytes) {
+#if MOETUNE_MBAR_OK
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(
+                   addr),
+               "r"(bytes)
+               : "memory");
+#else
+  (void)addr; (void)bytes;
+  __trap();
+#endif
+}
+
+// Makes the mbarrier inits of this thread visible to the other threads and to the async proxy
+// (the bulk copies that complete on them); a __syncthreads must still follow.
+__device__ __forceinline__ void fence_init() {
+#if MOETUNE_MBAR_OK
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+
+// A 1-D bulk copy (the TMA, sm_90) of `bytes` (a multiple of 16; both addresses 16-byte
+// aligned) from global `src` to shared `dst` that completes its bytes on the mbarrier at `bar`.
+__device__ __forceinline__ void bulk_copy_g2s(unsigned dst, const void* src, unsigned bytes,
+                                              unsigned bar) {
+#if MOETUNE_MBAR_OK
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
+          "r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+#else
+  (void)dst; (void)src; (void)bytes; (void)bar;
+  __trap();
+#endif
+}
+
 // An arrival that happens when every cp.async this thread issued before it has landed, without
 // raising the pending count (.noinc): `count` at init must include these arrivals.
 __device__ __forceinline__ void arrive_on_cp_async(unsigned addr) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "moe/stages.hpp"
+#include "moetune/gpu_spec.hpp"
 #include "moetune/error.hpp"
 
 namespace moetune::moe {
@@ -80,7 +81,7 @@ std::string decode_kernels_unfit(const MoeShape& s) {
   return "";
 }
 
-DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M) {
+DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M, int cc) {
   const std::string why = decode_kernels_unfit(s);
   if (!why.empty()) throw InputError("shape", s.source.empty() ? "?" : s.source, why);
   DecodeGeometry g;
@@ -103,6 +104,21 @@ DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M) {
   }
   g.threads_up = 64 * g.wpt;
   g.threads_down = 32 * s.topk;
+  if (M <= 1 && cc >= 90) {
+    // One block per SM at M = 1: the whole share in flight by bulk copies (the register batches
+    // keep ~4 loads per warp in flight: bench/results/2026-12-01_h200_tenth_session.md, call 4).
+    // The kernel's layout: 2 * wpt warps x 16 rows x the slice, padded to 64 mod 128 bytes.
+    const int slice = chunks_per_warp(s, g.wpt) * 64;
+    const int stride = slice % 128 == 0 ? slice + 64 : slice;
+    const long long dyn = 2LL * g.wpt * 16 * stride;
+    const long long stat = static_cast<long long>(s.K) * elem_bytes(s) + 4LL * routing_floats(s) +
+                           (block_fp8(s) ? 4LL * s.K / (*s.block_shape)[1] : 4) +
+                           128LL * g.wpt + 16 + 16LL * 2 * g.wpt * 2;
+    if (dyn + stat <= kDecodeBulkSmemBytes) {
+      g.pieces = chunks_per_warp(s, g.wpt) % 2 == 0 ? 2 : 1;
+      g.smem_up = static_cast<int>(dyn);
+    }
+  }
   return g;
 }
 
@@ -112,9 +128,11 @@ std::int64_t decode_max_tokens(const MoeShape& s) {
   return row_bytes <= kDecodeRowBytes4 ? kDecodeMaxTokens : row_bytes <= kDecodeRowBytes2 ? 2 : 0;
 }
 
+static int arch_cc(const std::string& arch) { return arch_compute_capability(arch).value_or(0); }
+
 static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, bool route,
                                     bool up, std::int64_t M) {
-  const DecodeGeometry g = decode_geometry(s, M);
+  const DecodeGeometry g = decode_geometry(s, M, arch_cc(arch));
   cuda::KernelSpec k;
   k.file = "moe_decode.cuh";
   k.kernel = up ? "moetune::moe_decode_up" : "moetune::moe_decode_down";
@@ -133,6 +151,7 @@ static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, 
   if (up) {
     arg("WPT", g.wpt);
     arg("BATCH", g.batch);
+    arg("PIECES", g.pieces);
   }
   k.template_args.emplace_back("ROUTE", route ? "true" : "false");
   // The routing's own parameters, as routing_spec names them (not its launch shape or TOPK).
@@ -144,7 +163,9 @@ static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, 
                        f8 ? fmt::format("fp8b{}x{}", (*s.block_shape)[0], (*s.block_shape)[1])
                           : std::string(to_string(s.dtype)),
                        s.K, s.N, s.topk,
-                       up ? fmt::format("_w{}b{}", g.wpt, g.batch) : std::string(),
+                       up ? g.pieces > 0 ? fmt::format("_w{}p{}", g.wpt, g.pieces)
+                                         : fmt::format("_w{}b{}", g.wpt, g.batch)
+                          : std::string(),
                        route ? "route_" : "ids",
                        route ? r.name.substr(std::string("moe_routing_").size()) : "");
   return k;
@@ -163,7 +184,7 @@ void launch_decode(const MoeShape& s, const std::string& arch, const DecodeArgs&
   if (a.M < 1 || a.M > kDecodeMaxTokens)
     throw InputError("M", std::to_string(a.M),
                      fmt::format("the decode kernels take 1..{} tokens", kDecodeMaxTokens));
-  const DecodeGeometry g = decode_geometry(s, a.M);
+  const DecodeGeometry g = decode_geometry(s, a.M, arch_cc(arch));
   const bool route = a.router_logits != nullptr;
   if (!route && (a.topk_ids_in == nullptr || a.topk_weights_in == nullptr))
     throw InputError("topk_ids", "null", "router_logits or topk_ids and topk_weights are needed");
@@ -193,7 +214,8 @@ void launch_decode(const MoeShape& s, const std::string& arch, const DecodeArgs&
   jit.get(decode_up_spec(s, arch, route, a.M))
       ->launch(cuda::Dim3{static_cast<unsigned>(s.N / g.cols),
                           static_cast<unsigned>(a.M * s.topk), 1},
-               cuda::Dim3{static_cast<unsigned>(g.threads_up), 1, 1}, 0, stream, up_args, lo);
+               cuda::Dim3{static_cast<unsigned>(g.threads_up), 1, 1},
+               static_cast<std::size_t>(g.smem_up), stream, up_args, lo);
   void* down_args[] = {&logits, &bias, &ids_in, &w_in, &rsf, &act, &w2, &w2s, &out, &start, &e};
   jit.get(decode_down_spec(s, arch, route))
       ->launch(cuda::Dim3{static_cast<unsigned>(s.K / g.cols), static_cast<unsigned>(a.M), 1},

@@ -31,7 +31,13 @@ struct DecodeGeometry {
   int batch = 0;         // moe_decode_up: 64-byte chunks per row in flight per lane
   int threads_down = 0;  // moe_decode_down: 32 * topk, one warp per slot
   int cols = 16;         // act columns per moe_decode_up block, outputs per moe_decode_down block
+  int pieces = 0;        // moe_decode_up: > 0, its weights by bulk copies into shared memory,
+                         // in this many pieces per warp slice (each with its own mbarrier)
+  int smem_up = 0;       // moe_decode_up's dynamic shared memory in bytes (pieces > 0)
 };
+// Shared memory a block of sm_90 may have in all (228 KB per SM less the 1 KB the driver keeps
+// per block; CUDA C++ Programming Guide, compute capability 9.0's table).
+inline constexpr int kDecodeBulkSmemBytes = 227 * 1024;
 
 // "" when the decode kernels can run `shape` (bf16, fp16 or block-wise fp8 with block_k a
 // multiple of 128 dividing N and K and block_n a multiple of 16 dividing K and 2N; 16-bit: N and
@@ -42,7 +48,9 @@ std::string decode_kernels_unfit(const MoeShape& shape);
 // The geometry for `shape` at M tokens (decode_kernels_unfit(shape) must be ""; InputError
 // otherwise). moe_decode_up's depends on M: 16 warps per block at M = 1 where each warp's slice
 // of K stays >= 14 chunks (one block per SM there), else 8; load batches that divide the slice.
-DecodeGeometry decode_geometry(const MoeShape& shape, std::int64_t M);
+// At M = 1 on sm_90+ (cc, the compute capability; 0: unknown), where a block's rows with their
+// padding fit kDecodeBulkSmemBytes, the weights come by bulk copies instead (pieces > 0).
+DecodeGeometry decode_geometry(const MoeShape& shape, std::int64_t M, int cc = 0);
 // Tokens up to which FusedMoe::forward runs the decode kernels for `shape` (0 when they do not
 // fit it or lose at every M): by the length of a w13 row, which each warp of moe_decode_up
 // streams a slice of, one 16-row tile per block: kDecodeMaxTokens up to kDecodeRowBytes4, 2 up

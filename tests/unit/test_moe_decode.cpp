@@ -97,6 +97,32 @@ TEST(MoeDecode, GeometryPerM) {
   EXPECT_EQ(g.wpt, 4);
   EXPECT_EQ(g.batch, 8);
   EXPECT_EQ(g.cols, 16);
+  EXPECT_EQ(g.pieces, 0);  // no compute capability given: the register batches
+}
+
+TEST(MoeDecode, BulkCopiesAtOneTokenOnSm90WhereTheRowsFit) {
+  // Qwen3.5 fp8 TP4 at M = 1 on sm_90: 8 warps x 16 rows x (768 + 64 padding) bytes.
+  const MoeShape qf = anchor(0, "fp8_block");
+  DecodeGeometry g = decode_geometry(qf, 1, 90);
+  EXPECT_EQ(g.pieces, 2);  // 12 chunks per warp: two pieces of 6
+  EXPECT_EQ(g.smem_up, 8 * 16 * 832);
+  for (auto [M, cc] : {std::pair{2, 90}, {1, 89}, {1, 0}}) {
+    g = decode_geometry(qf, M, cc);
+    EXPECT_EQ(g.pieces, 0) << M << " " << cc;
+    EXPECT_EQ(g.smem_up, 0) << M << " " << cc;
+  }
+  // bf16: 1536-byte slices, 8 x 16 x 1600 = 200 KB, within the 227 KB of a block.
+  g = decode_geometry(anchor(0, "bf16"), 1, 90);
+  EXPECT_EQ(g.pieces, 2);
+  EXPECT_EQ(g.smem_up, 8 * 16 * 1600);
+  // DeepSeek-V3 fp8 at M = 1: 16 warps x 16 x 960 = 240 KB does not fit: register batches.
+  g = decode_geometry(anchor(1, "fp8_block"), 1, 90);
+  EXPECT_EQ(g.wpt, 8);
+  EXPECT_EQ(g.pieces, 0);
+  // The specs name and carry it; sm_89 keeps the register batches.
+  EXPECT_EQ(arg(decode_up_spec(qf, "sm_90a", true, 1), "PIECES"), "2");
+  EXPECT_EQ(arg(decode_up_spec(qf, "sm_89", true, 1), "PIECES"), "0");
+  EXPECT_NE(decode_up_spec(qf, "sm_90a", true, 1).name.find("_w4p2_"), std::string::npos);
 }
 
 TEST(MoeDecode, SpecsCarryTheirGeometryAndRouting) {
