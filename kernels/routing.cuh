@@ -59,6 +59,16 @@ __device__ __forceinline__ void sort_desc(unsigned (&key)[n], int (&id)[n], floa
   }
 }
 
+// v into a running (t1 >= t2) pair of the largest values; NaN never enters (v > t fails).
+__device__ __forceinline__ void top2_insert(float v, float& t1, float& t2) {
+  if (v > t1) {
+    t2 = t1;
+    t1 = v;
+  } else if (v > t2) {
+    t2 = v;
+  }
+}
+
 }  // namespace routing_detail
 
 // One token's routing by one warp: every lane gets the TOPK ids (descending score) and their
@@ -134,15 +144,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
       for (int g = 0; g < N_GROUP; ++g) {
         float t1 = kNegInf, t2 = kNegInf;
 #pragma unroll
-        for (int jj = 0; jj < kJ; ++jj) {
-          const float v = c[g * kJ + jj];
-          if (v > t1) {
-            t2 = t1;
-            t1 = v;
-          } else if (v > t2) {
-            t2 = v;
-          }
-        }
+        for (int jj = 0; jj < kJ; ++jj) routing_detail::top2_insert(c[g * kJ + jj], t1, t2);
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) {
           const float o1 = __shfl_xor_sync(0xffffffffu, t1, off);
@@ -166,15 +168,8 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
       float gscore = kNegInf;
       if (lane < N_GROUP) {
         float top1 = kNegInf, top2 = kNegInf;
-        for (int i = 0; i < kGroupSize; ++i) {
-          const float v = s_choice[lane * kGroupSize + i];
-          if (v > top1) {
-            top2 = top1;
-            top1 = v;
-          } else if (v > top2) {
-            top2 = v;
-          }
-        }
+        for (int i = 0; i < kGroupSize; ++i)
+          routing_detail::top2_insert(s_choice[lane * kGroupSize + i], top1, top2);
         gscore = (HAS_BIAS && kGroupSize > 1) ? top1 + top2 : top1;
       }
 #pragma unroll
