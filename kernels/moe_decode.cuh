@@ -248,7 +248,7 @@ __device__ __forceinline__ void up_block(
   // that the LDS.128 of rows g and g + 1 in one quarter-warp hit different banks), in PIECES
   // pieces per slice, each with its own mbarrier.
   constexpr int kStride = kWarpBytes % 128 == 0 ? kWarpBytes + 64 : kWarpBytes;
-  static_assert(PIECES >= 0 && PIECES <= 4 && (PIECES == 0 || kChunks % PIECES == 0),
+  static_assert(PIECES >= 0 && PIECES <= 4 && (PIECES == 0 || kChunks % (PIECES > 0 ? PIECES : 1) == 0),
                 "PIECES: 0..4, dividing the slice's chunks");
   __shared__ __align__(8) unsigned long long s_bar[PIECES > 0 ? 2 * WPT * PIECES : 1];
   extern __shared__ __align__(128) unsigned char s_w[];
@@ -328,13 +328,21 @@ __device__ __forceinline__ void up_block(
            : nullptr;
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   float acc0 = 0.0f, acc8 = 0.0f;  // rows g and g + 8 of column 0 (lanes with q == 0)
+  // On the bulk path the warp's weight scales are loaded while its weights are in flight: in
+  // chunk() they were one more DRAM round trip after the data had landed.
+  constexpr int kScales = kChunks / kUnit;  // scale blocks in this warp's slice (WFP8)
+  constexpr bool kPreScales = WFP8 && PIECES > 0 && kScales <= 8;
+  float ws_pre[kPreScales ? kScales : 1] = {};
   auto chunk = [&](int i, const uint4& ra, const uint4& rb) {
     const uint4 xv = *reinterpret_cast<const uint4*>(px + i * 64);
     decode_detail::mma_chunk<WFP8, ACT>(c, ra, rb, xv);
     if constexpr (WFP8) {
       if ((i + 1) % kUnit == 0) {  // a BK block done: scale its sum
         const int kb = (wk * kWarpBytes + i * 64) / BK;
-        const float s = __ldg(ws_row + kb) * s_xs[kb];
+        float ws;
+        if constexpr (kPreScales) ws = ws_pre[i / kUnit];
+        else ws = __ldg(ws_row + kb);
+        const float s = ws * s_xs[kb];
         acc0 = fmaf(c[0], s, acc0);
         acc8 = fmaf(c[2], s, acc8);
         c[0] = c[1] = c[2] = c[3] = 0.0f;
@@ -356,6 +364,10 @@ __device__ __forceinline__ void up_block(
       mbar::bulk_copy_g2s(ptx::smem_addr(ws + r * kStride + p * kPieceBytes),
                           slice + static_cast<long long>(r) * kRowBytes + p * kPieceBytes,
                           kPieceBytes, bar0 + 8 * p);
+    }
+    if constexpr (kPreScales) {
+#pragma unroll
+      for (int b = 0; b < kScales; ++b) ws_pre[b] = __ldg(ws_row + wk * kWarpBytes / BK + b);
     }
     const unsigned char* sa = ws + g * kStride + q * 16;
 #pragma unroll

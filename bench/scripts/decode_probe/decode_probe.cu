@@ -44,7 +44,7 @@ struct Stamps {
   }
 };
 
-template <int BATCH, bool ROUTE>
+template <int BATCH, int PIECES, bool ROUTE>
 __global__ void __launch_bounds__(256)
     up_k(const float* logits, const int* ids_in, int* ids_out, float* w_out, const void* x,
          const unsigned char* w13, const float* w13s, void* act, Stamps st, int layer) {
@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(256)
   pdl_wait();
   pdl_launch_dependents();
   if (threadIdx.x == 0) st.mark(layer, blk, 1);
-  decode_detail::up_block<kAct, true, kK, kN, kTopk, kB, kB, 4, BATCH, ROUTE, kE, 0, 1, 1,
+  decode_detail::up_block<kAct, true, kK, kN, kTopk, kB, kB, 4, BATCH, PIECES, ROUTE, kE, 0, 1, 1,
                           false, true>(logits, nullptr, ids_in, ids_out, w_out, 1.0f, x, w13, w13s, act,
                                 0, kE, blockIdx.x, blockIdx.y,
                                 [&](int point) { st.mark(layer, blk, point + 2); });
@@ -120,10 +120,11 @@ struct Bufs {
 
 // A launch with PDL (as the library's stage kernels are launched).
 template <class Kern, class... Args>
-cudaError_t try_launch(Kern k, dim3 grid, dim3 block, cudaStream_t s, Args... args) {
+cudaError_t try_launch(Kern k, dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -134,10 +135,12 @@ cudaError_t try_launch(Kern k, dim3 grid, dim3 block, cudaStream_t s, Args... ar
 }
 template <class Kern, class... Args>
 void launch(Kern k, dim3 grid, dim3 block, cudaStream_t s, Args... args) {
-  CK(try_launch(k, grid, block, s, args...));
+  CK(try_launch(k, grid, block, 0, s, args...));
 }
 
-// The up kernel variants: load batches of 6 or 12 chunks, routed or with precomputed ids.
+// The up kernel variants: load batches of 6 or 12 chunks, or all of a warp's share by bulk
+// copies (1-D TMA) in 2 or 3 pieces per row slice (the library's M = 1 path on sm_90:
+// 2 pieces, 16 rows x (768 + 64 padding) bytes per warp), routed or with precomputed ids.
 // (The tenth session's shared-memory ring variants, which lost: bench/results/
 // 2026-12-01_h200_tenth_session/call7/decode_probe_ring_variants.cu.txt.)
 struct UpVariant {
@@ -145,13 +148,17 @@ struct UpVariant {
   void (*kernel)(const float*, const int*, int*, float*, const void*, const unsigned char*,
                  const float*, void*, Stamps, int);
   bool ids;  // precomputed ids (the routed run's, set 0)
+  int smem;  // dynamic shared memory (bulk variants)
 };
-const UpVariant kVariantsTable[] = {{"reg b6", up_k<6, true>, false},
-                                    {"reg b12", up_k<12, true>, false},
-                                    {"reg b6 ids", up_k<6, false>, true}};
+constexpr int kBulkSmem = 2 * 4 * 16 * (kK / 4 + 64);  // moe::decode_geometry's smem_up
+const UpVariant kVariantsTable[] = {{"reg b6", up_k<6, 0, true>, false, 0},
+                                    {"reg b6 ids", up_k<6, 0, false>, true, 0},
+                                    {"bulk p2", up_k<6, 2, true>, false, kBulkSmem},
+                                    {"bulk p3", up_k<6, 3, true>, false, kBulkSmem},
+                                    {"bulk p2 ids", up_k<6, 2, false>, true, kBulkSmem}};
 constexpr int kVariants = sizeof(kVariantsTable) / sizeof(kVariantsTable[0]);
 using Variant = int;
-constexpr Variant kReg6 = 0;
+constexpr Variant kReg6 = 0, kBulk2 = 2;
 #define kNames(v) kVariantsTable[v].name
 
 int up_blocks(int M) { return kN / 16 * M * kTopk; }
@@ -163,7 +170,7 @@ void enqueue(Variant v, int M, const Set& S, Bufs& b, cudaStream_t s, Stamps st,
   const dim3 gu(kN / 16, M * kTopk), gd(kK / 16, M);
   const UpVariant& u = kVariantsTable[v];
   if (disabled[v]) return;
-  const cudaError_t e = try_launch(u.kernel, gu, dim3(256), s, (const float*)S.logits,
+  const cudaError_t e = try_launch(u.kernel, gu, dim3(256), (size_t)u.smem, s, (const float*)S.logits,
               (const int*)(u.ids ? b.ids : nullptr), u.ids ? (int*)nullptr : b.ids,
               u.ids ? (float*)nullptr : b.wts, (const void*)S.x, (const unsigned char*)S.w13,
               (const float*)S.w13s, (void*)b.act, st, layer);
@@ -280,6 +287,10 @@ int main(int argc, char** argv) {
   if (!log) return 2;
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (const UpVariant& u : kVariantsTable)
+    if (u.smem > 0)
+      CK(cudaFuncSetAttribute(reinterpret_cast<const void*>(u.kernel),
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, u.smem));
   Bufs b;
   const size_t w13 = (size_t)kE * 2 * kN * kK, w2 = (size_t)kE * kK * kN;
   const size_t w13s = (size_t)kE * (2 * kN / kB) * (kK / kB), w2s = (size_t)kE * (kK / kB) * (kN / kB);
@@ -337,7 +348,7 @@ int main(int argc, char** argv) {
               bad ? "FAILED" : "identical", bad);
   std::fflush(stdout);
 
-  for (int M : {1, 2, 4}) {
+  for (int M : {1, 2}) {
     for (bool cold : {true, false})
       for (int v = 0; v < kVariants; ++v) {
         if (kVariantsTable[v].ids) {  // ids of set 0 for every layer: hot only makes sense
@@ -349,8 +360,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   timeline(kReg6, 1, true, b, s, log);
-  timeline(kReg6, 1, false, b, s, log);
-  timeline(kReg6, 4, true, b, s, log);
+  timeline(kBulk2, 1, true, b, s, log);
+  timeline(kBulk2, 1, false, b, s, log);
+  timeline(kBulk2, 2, true, b, s, log);
   std::fclose(log);
   return bad ? 1 : 0;
 }
