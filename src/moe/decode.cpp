@@ -81,6 +81,12 @@ std::string decode_kernels_unfit(const MoeShape& s) {
   return "";
 }
 
+int decode_bulk_smem_bytes(int cc) {
+  if (cc == 90 || (cc >= 100 && cc < 110)) return 227 * 1024;
+  if (cc >= 120 && cc < 130) return 99 * 1024;
+  return 0;
+}
+
 DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M, int cc) {
   const std::string why = decode_kernels_unfit(s);
   if (!why.empty()) throw InputError("shape", s.source.empty() ? "?" : s.source, why);
@@ -104,7 +110,7 @@ DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M, int cc) {
   }
   g.threads_up = 64 * g.wpt;
   g.threads_down = 32 * s.topk;
-  if (M <= 1 && cc >= 90) {
+  if (M <= 1 && decode_bulk_smem_bytes(cc) > 0) {
     // One block per SM at M = 1: the whole share in flight by bulk copies (the register batches
     // keep ~4 loads per warp in flight: bench/results/2026-12-01_h200_tenth_session.md, call 4).
     // The kernel's layout: 2 * wpt warps x 16 rows x the slice, padded to 64 mod 128 bytes.
@@ -114,7 +120,7 @@ DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M, int cc) {
     const long long stat = static_cast<long long>(s.K) * elem_bytes(s) + 4LL * routing_floats(s) +
                            (block_fp8(s) ? 4LL * s.K / (*s.block_shape)[1] : 4) +
                            128LL * g.wpt + 16 + 16LL * 2 * g.wpt * 2;
-    if (dyn + stat <= kDecodeBulkSmemBytes) {
+    if (dyn + stat <= decode_bulk_smem_bytes(cc)) {
       g.pieces = chunks_per_warp(s, g.wpt) % 2 == 0 ? 2 : 1;
       g.smem_up = static_cast<int>(dyn);
     }

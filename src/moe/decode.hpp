@@ -35,9 +35,11 @@ struct DecodeGeometry {
                          // in this many pieces per warp slice (each with its own mbarrier)
   int smem_up = 0;       // moe_decode_up's dynamic shared memory in bytes (pieces > 0)
 };
-// Shared memory a block of sm_90 may have in all (228 KB per SM less the 1 KB the driver keeps
-// per block; CUDA C++ Programming Guide, compute capability 9.0's table).
-inline constexpr int kDecodeBulkSmemBytes = 227 * 1024;
+// Shared memory a block may have in all (opt-in) by compute capability (cc, e.g. 90), 0 where
+// moe_decode_up takes no bulk copies: 227 KB on 9.0 and 10.x (228 KB per SM less the 1 KB the
+// driver keeps per block), 99 KB on 12.x (CUDA C++ Programming Guide, "Technical Specifications
+// per Compute Capability"); 0 before 9.0 (no cp.async.bulk) and on capabilities not listed here.
+int decode_bulk_smem_bytes(int cc);
 
 // "" when the decode kernels can run `shape` (bf16, fp16 or block-wise fp8 with block_k a
 // multiple of 128 dividing N and K and block_n a multiple of 16 dividing K and 2N; 16-bit: N and
@@ -49,7 +51,7 @@ std::string decode_kernels_unfit(const MoeShape& shape);
 // otherwise). moe_decode_up's depends on M: 16 warps per block at M = 1 where each warp's slice
 // of K stays >= 14 chunks (one block per SM there), else 8; load batches that divide the slice.
 // At M = 1 on sm_90+ (cc, the compute capability; 0: unknown), where a block's rows with their
-// padding fit kDecodeBulkSmemBytes, the weights come by bulk copies instead (pieces > 0).
+// padding fit decode_bulk_smem_bytes(cc), the weights come by bulk copies instead (pieces > 0).
 DecodeGeometry decode_geometry(const MoeShape& shape, std::int64_t M, int cc = 0);
 // Tokens up to which FusedMoe::forward runs the decode kernels for `shape` (0 when they do not
 // fit it or lose at every M): by the length of a w13 row, which each warp of moe_decode_up

@@ -115,6 +115,17 @@ TEST(MoeDecode, BulkCopiesAtOneTokenOnSm90WhereTheRowsFit) {
   g = decode_geometry(anchor(0, "bf16"), 1, 90);
   EXPECT_EQ(g.pieces, 2);
   EXPECT_EQ(g.smem_up, 8 * 16 * 1600);
+  // sm_100 (227 KB a block) as sm_90; sm_120 (99 KB a block: the RTX 50 / RTX PRO Blackwell
+  // GPUs) fits neither Qwen3.5 share (106 KB fp8 + the static part, 200 KB bf16); an unlisted
+  // capability (11.0) takes none.
+  EXPECT_EQ(decode_geometry(qf, 1, 100).pieces, 2);
+  for (int cc : {120, 121, 110}) {
+    EXPECT_EQ(decode_geometry(qf, 1, cc).pieces, 0) << cc;
+    EXPECT_EQ(decode_geometry(anchor(0, "bf16"), 1, cc).pieces, 0) << cc;
+  }
+  EXPECT_EQ(decode_bulk_smem_bytes(90), 227 * 1024);
+  EXPECT_EQ(decode_bulk_smem_bytes(120), 99 * 1024);
+  EXPECT_EQ(decode_bulk_smem_bytes(89), 0);
   // DeepSeek-V3 fp8 at M = 1: 16 warps x 16 x 960 = 240 KB does not fit: register batches.
   g = decode_geometry(anchor(1, "fp8_block"), 1, 90);
   EXPECT_EQ(g.wpt, 8);
