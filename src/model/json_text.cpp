@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -68,33 +69,44 @@ std::string not_regular_text(std::filesystem::file_type type) {
 }
 
 // Names the file's size: a wrong path is then plain (a 3 GB image is no config.json).
-std::string too_large_text(const std::string& size) {
-  return fmt::format("{}, more than the {} MiB a JSON input may hold", size,
-                     kMaxJsonFileBytes >> 20);
+std::string too_large_text(const std::string& size, std::uintmax_t max_bytes,
+                           const std::string& kind) {
+  return fmt::format("{}, more than the {} MiB {} may hold", size, max_bytes >> 20, kind);
 }
 
-}  // namespace
+// A regular file's text, or why not.
+struct FileText {
+  std::optional<std::string> text;
+  std::string why;
+};
 
-std::string read_json_file_text(const std::filesystem::path& path, const std::string& field) {
+FileText read_regular_file(const std::filesystem::path& path, std::uintmax_t max_bytes,
+                           const std::string& kind) {
   namespace fs = std::filesystem;
+  FileText r;
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);  // follows symlinks
-  if (ec) throw InputError(field, path.string(), "cannot open the file: " + ec.message());
+  if (ec) {
+    r.why = "cannot open the file: " + ec.message();
+    return r;
+  }
   if (status.type() != fs::file_type::regular) {
-    throw InputError(field, path.string(), not_regular_text(status.type()));
+    r.why = not_regular_text(status.type());
+    return r;
   }
   const std::uintmax_t size = fs::file_size(path, ec);
-  if (!ec && size > kMaxJsonFileBytes) {
-    throw InputError(field, path.string(), too_large_text(fmt::format("{} bytes", size)));
+  if (!ec && size > max_bytes) {
+    r.why = too_large_text(fmt::format("{} bytes", size), max_bytes, kind);
+    return r;
   }
 
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     const int err = errno;
-    throw InputError(field, path.string(),
-                     err != 0 ? fmt::format("cannot open the file: {}", std::strerror(err))
-                              : std::string("cannot open the file"));
+    r.why = err != 0 ? fmt::format("cannot open the file: {}", std::strerror(err))
+                     : std::string("cannot open the file");
+    return r;
   }
   // Read to the end, not to the size stat gave: a file may grow meanwhile, and some (in /proc)
   // report 0 bytes. The cap still bounds what is held.
@@ -103,12 +115,43 @@ std::string read_json_file_text(const std::filesystem::path& path, const std::st
   std::array<char, 1 << 16> chunk;
   while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
     text.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxJsonFileBytes) {
-      throw InputError(field, path.string(), too_large_text("it grew while being read"));
+    if (text.size() > max_bytes) {
+      r.why = too_large_text("it grew while being read", max_bytes, kind);
+      return r;
     }
   }
-  if (in.bad()) throw InputError(field, path.string(), "cannot read the file");
-  return text;
+  if (in.bad()) {
+    r.why = "cannot read the file";
+    return r;
+  }
+  r.text = std::move(text);
+  return r;
+}
+
+}  // namespace
+
+std::string read_input_file_text(const std::filesystem::path& path, const std::string& field,
+                                 std::uintmax_t max_bytes, const std::string& kind) {
+  FileText r = read_regular_file(path, max_bytes, kind);
+  if (!r.text) throw InputError(field, path.string(), r.why);
+  return std::move(*r.text);
+}
+
+std::string read_json_file_text(const std::filesystem::path& path, const std::string& field) {
+  return read_input_file_text(path, field, kMaxJsonFileBytes, "a JSON input");
+}
+
+std::optional<std::string> read_cache_file_text(const std::filesystem::path& path,
+                                                std::uintmax_t max_bytes) {
+  return read_regular_file(path, max_bytes, "a cache file").text;
+}
+
+std::string not_replaceable_reason(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);  // a symlink to /dev/zero is a device
+  if (ec || status.type() == fs::file_type::regular) return "";
+  return not_regular_text(status.type());
 }
 
 json parse_json_text(const std::string& text) {

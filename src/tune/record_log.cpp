@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "model/json_text.hpp"
 #include "moetune/error.hpp"
 #include "moetune/roofline.hpp"
 #include "moetune/stats.hpp"
@@ -188,8 +189,10 @@ RecordLog RecordLog::from_lines(const std::vector<std::string>& lines, const std
 }
 
 RecordLog RecordLog::read(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("resume", path.string(), "cannot read the record log");
+  // Only a regular file of a sane size: a FIFO would block the run forever, /dev/zero would grow
+  // it without bound, a folder would read as an empty log.
+  std::istringstream in(
+      model::read_input_file_text(path, "resume", kMaxRecordLogBytes, "a record log"));
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return from_lines(lines, path.string());

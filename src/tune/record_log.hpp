@@ -3,6 +3,7 @@
 // flushed as written, so an interrupted sweep loses nothing. `--resume` reads it back and reuses
 // what is measured; a log whose header does not match this run is refused.
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -19,6 +20,10 @@
 namespace moetune::tune {
 
 inline constexpr int kLogSchemaVersion = 1;
+
+// The most RecordLog::read takes. A sweep's log is a few MB (a line of under 1 KB per measured
+// candidate); the cap, far above any real log, keeps a wrong file there from costing more.
+inline constexpr std::uintmax_t kMaxRecordLogBytes = std::uintmax_t{1} << 30;
 
 // One line after the header. kind "measure": a candidate's result with `times_s` (one entry per
 // replay); kind "check": an accuracy check (status ok or wrong_result, rel_error); kind "stop":
@@ -52,7 +57,8 @@ LogRecord record_from_json(const nlohmann::json& j, const std::string& where);
 
 class RecordLog {
  public:
-  // Reads a log. InputError("resume", path, ...) when unreadable or malformed (a truncated last
+  // Reads a log. InputError("resume", path, ...) when it is not a regular file (a folder, a FIFO,
+  // a device), holds more than kMaxRecordLogBytes, is unreadable or malformed (a truncated last
   // line, as left by a crash, is skipped).
   static RecordLog read(const std::filesystem::path& path);
   static RecordLog from_lines(const std::vector<std::string>& lines, const std::string& where);

@@ -207,5 +207,26 @@ class Interrupt(CliTestCase):
                 self.assertNotIn("Interrupted", fh.read())
 
 
+class ResumeLog(CliTestCase):
+    def test_a_log_that_is_not_a_regular_file_is_exit_2(self):
+        # --resume reads the record log back: a FIFO at its name blocked the run forever, a link
+        # to /dev/zero grew it without bound. The log is read before anything is measured, but
+        # only a sweep reads it, and a sweep needs a GPU.
+        if not gpu_present():
+            self.skipTest("no GPU")
+        name = run("shapes", "--json").json()["config_file"]["sglang"]
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, name[:-len(".json")] + ".tune.jsonl")
+            os.mkfifo(log)
+            r = run("tune", "--batch", "1", "--out", d, "--resume", timeout=60)
+            self.assertOneErrorLine(r, EXIT_BAD_INPUT,
+                                    f"resume={log}: not a regular file (a FIFO)")
+            os.remove(log)
+            os.symlink("/dev/zero", log)
+            r = run("tune", "--batch", "1", "--out", d, "--resume", timeout=60)
+            self.assertOneErrorLine(r, EXIT_BAD_INPUT,
+                                    f"resume={log}: not a regular file (a character device)")
+
+
 if __name__ == "__main__":
     unittest.main()

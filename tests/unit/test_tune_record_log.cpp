@@ -1,10 +1,12 @@
 // The record log: one flushed JSON line per candidate; --resume reuses measured records and
 // refuses a log recorded for another device, shape, kernel or space.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "moetune/error.hpp"
@@ -12,6 +14,7 @@
 #include "tune/cost_model.hpp"
 #include "tune/evaluator.hpp"
 #include "tune/record_log.hpp"
+#include "fifo_test_util.hpp"
 #include "tune_test_util.hpp"
 
 namespace moetune::tune {
@@ -209,6 +212,64 @@ TEST(RecordLog, StopRecordsRoundTripIntoTheResumeCache) {
   nlohmann::json bad = j;
   bad["after"] = -1;
   EXPECT_EQ(field_of([&] { record_from_json(bad, "x"); }), "resume");
+}
+
+// The InputError f throws; a failure when it throws none.
+InputError input_error_of(auto&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no InputError";
+  return InputError("(none)", "", "");
+}
+
+// --resume reads the log back: something other than a regular file at its name is refused as
+// bad input (exit 2), naming --resume and the path. A FIFO blocked the run forever in the read,
+// /dev/zero grew it without bound, a folder read as "empty log (no header)".
+TEST(RecordLog, ResumeRefusesALogThatIsNotARegularFile) {
+  const auto out = temp_dir("not_regular");
+  TuneOptions o = options(out);
+  o.resume = true;
+  const std::filesystem::path log = log_path(o);
+  ProgressSink quiet;
+  SyntheticEvaluator ev(surface(o));
+  const auto refusal = [&] { return input_error_of([&] { run_tune(o, ev, quiet); }); };
+
+  ASSERT_EQ(::mkfifo(log.c_str(), 0600), 0);
+  const InputError fifo = ::moetune::testing::unless_blocked_on(log, refusal);
+  EXPECT_EQ(fifo.field(), "resume");
+  EXPECT_EQ(fifo.value(), log.string());
+  EXPECT_EQ(fifo.reason(), "not a regular file (a FIFO)");
+  EXPECT_TRUE(std::filesystem::is_fifo(log));  // left as it was
+
+  std::filesystem::remove(log);
+  std::filesystem::create_directory(log);
+  EXPECT_EQ(refusal().reason(), "a folder, not a regular file");
+
+  if (std::filesystem::exists("/dev/zero")) {
+    std::filesystem::remove(log);
+    std::filesystem::create_symlink("/dev/zero", log);
+    EXPECT_EQ(refusal().reason(), "not a regular file (a character device)");
+  }
+  EXPECT_EQ(ev.evaluations(), 0);
+  std::filesystem::remove_all(out);
+}
+
+// A regular file larger than any log (a wrong file at its name) is refused by its size, before
+// a byte is read: it was read whole, and a multi-GB file cost that much memory.
+TEST(RecordLog, ReadRefusesALogOverTheCap) {
+  const auto out = temp_dir("over_cap");
+  const std::filesystem::path log = out / "big.tune.jsonl";
+  std::ofstream(log).flush();
+  std::filesystem::resize_file(log, kMaxRecordLogBytes + 1);  // sparse: no disk used
+  const InputError e = input_error_of([&] { RecordLog::read(log); });
+  EXPECT_EQ(e.field(), "resume");
+  EXPECT_EQ(e.value(), log.string());
+  EXPECT_EQ(e.reason(), fmt::format("{} bytes, more than the 1024 MiB a record log may hold",
+                                    kMaxRecordLogBytes + 1));
+  std::filesystem::remove_all(out);
 }
 
 TEST(RecordLog, MalformedLinesNameTheLog) {
