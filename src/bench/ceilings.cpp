@@ -5,7 +5,6 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "cuda/context.hpp"
@@ -15,6 +14,7 @@
 #include "cuda/jit_cache.hpp"
 #include "cuda/kernel_sources.hpp"
 #include "cuda/nvml.hpp"
+#include "model/json_text.hpp"
 #include "moetune/error.hpp"
 #include "moetune/stats.hpp"
 
@@ -213,6 +213,29 @@ std::string ceilings_cache_path(const std::string& cache_dir, const std::string&
          ".json";
 }
 
+std::optional<MeasuredCeilings> read_ceilings_cache(const std::string& path,
+                                                    const std::string& device_name,
+                                                    const std::string& driver_version) {
+  const std::optional<std::string> text =
+      model::read_cache_file_text(path, model::kMaxJsonFileBytes);
+  if (!text) return std::nullopt;
+  try {
+    MeasuredCeilings m = MeasuredCeilings::from_json(nlohmann::json::parse(*text));
+    if (m.device_name != device_name || m.driver_version != driver_version) return std::nullopt;
+    m.from_cache = true;
+    return m;
+  } catch (const std::exception&) {
+    return std::nullopt;  // malformed or foreign: measure again and overwrite
+  }
+}
+
+bool write_ceilings_cache(const std::string& path, const MeasuredCeilings& m) {
+  if (!model::not_replaceable_reason(path).empty()) return false;  // not ours to replace
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  return cuda::write_file_atomic(path, m.to_json().dump(2) + "\n");
+}
+
 MeasuredCeilings measure_ceilings(int ordinal, const CeilingsOptions& opts) {
   cuda::require_gpu();
   cuda::DeviceInfo info = cuda::query_device(ordinal);
@@ -221,25 +244,12 @@ MeasuredCeilings measure_ceilings(int ordinal, const CeilingsOptions& opts) {
   std::string dir = opts.cache_dir.empty() ? cuda::Jit::instance().cache_dir() : opts.cache_dir;
   std::string path = ceilings_cache_path(dir, info.name, driver);
   if (opts.use_cache) {
-    std::ifstream in(path);
-    if (in) {
-      try {
-        MeasuredCeilings m = MeasuredCeilings::from_json(nlohmann::json::parse(in));
-        if (m.device_name == info.name && m.driver_version == driver) {
-          m.from_cache = true;
-          return m;
-        }
-      } catch (const std::exception&) {
-        // unreadable or foreign: measure again and overwrite
-      }
+    if (std::optional<MeasuredCeilings> cached = read_ceilings_cache(path, info.name, driver)) {
+      return *cached;
     }
   }
   MeasuredCeilings m = measure_now(ordinal, opts, driver);
-  if (opts.use_cache) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    cuda::write_file_atomic(path, m.to_json().dump(2) + "\n");  // failure costs a re-measure
-  }
+  if (opts.use_cache) write_ceilings_cache(path, m);  // failure costs a re-measure
   return m;
 }
 

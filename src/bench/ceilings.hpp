@@ -48,6 +48,17 @@ struct CeilingsOptions {
 std::string ceilings_cache_path(const std::string& cache_dir, const std::string& device_name,
                                 const std::string& driver_version);
 
+// The ceilings cached at `path` for this device and driver, or nullopt (a miss) when the file
+// is absent, not a regular file (a FIFO must not block the run, nor /dev/zero fill memory),
+// unreadable, malformed, or another machine's. Never throws for the file's sake.
+std::optional<MeasuredCeilings> read_ceilings_cache(const std::string& path,
+                                                    const std::string& device_name,
+                                                    const std::string& driver_version);
+// Writes `m` to `path` atomically, creating its folder. False, with nothing written, when that
+// fails or when `path` is something other than a regular file (a FIFO or a device is left as it
+// is): a cache that cannot be written costs a re-measure only.
+bool write_ceilings_cache(const std::string& path, const MeasuredCeilings& m);
+
 // Reads the cache when valid, else measures on device `ordinal` and writes it (atomically).
 MeasuredCeilings measure_ceilings(int ordinal = 0, const CeilingsOptions& opts = {});
 

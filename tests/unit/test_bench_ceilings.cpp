@@ -1,15 +1,18 @@
 // Measured ceilings: JSON round trip and cache naming on the CPU; on a GPU machine (same binary)
 // the copy bandwidth and MMA peak against the datasheet, the cache hit, and a graph measurement.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "bench/ceilings.hpp"
 #include "bench/measure.hpp"
 #include "cuda/context.hpp"
 #include "cuda/device.hpp"
 #include "cuda/driver.hpp"
+#include "fifo_test_util.hpp"
 #include "moetune/error.hpp"
 
 namespace fs = std::filesystem;
@@ -79,6 +82,59 @@ TEST(BenchCeilings, CachePath) {
   EXPECT_EQ(
       moetune::bench::ceilings_cache_path("/c", "NVIDIA RTX PRO 6000 Blackwell/x", "cuda-13.0"),
       "/c/ceilings-NVIDIA_RTX_PRO_6000_Blackwell_x-cuda-13.0.json");
+}
+
+// The cache read and write that measure_ceilings does, on the CPU: a hit for this device and
+// driver only; a miss for anything else, written atomically.
+TEST(BenchCeilings, CacheRoundTrip) {
+  using moetune::bench::read_ceilings_cache;
+  const fs::path dir =
+      fs::temp_directory_path() / ("moetune-ceil-rt-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string path = (dir / "sub" / "ceilings.json").string();
+  EXPECT_FALSE(read_ceilings_cache(path, "NVIDIA H200", "580.159.04"));  // absent
+  ASSERT_TRUE(moetune::bench::write_ceilings_cache(path, example()));    // makes the folder
+  const auto hit = read_ceilings_cache(path, "NVIDIA H200", "580.159.04");
+  ASSERT_TRUE(hit);
+  EXPECT_TRUE(hit->from_cache);
+  EXPECT_DOUBLE_EQ(hit->bf16_flops, 650e12);
+  EXPECT_FALSE(read_ceilings_cache(path, "NVIDIA H200", "575.0"));  // another driver
+  std::ofstream(path) << "{";
+  EXPECT_FALSE(read_ceilings_cache(path, "NVIDIA H200", "580.159.04"));  // malformed
+  fs::remove_all(dir);
+}
+
+// A cache file that is not a regular file is a miss, at once, and is left as it is: a FIFO
+// there blocked `--measured-ceilings` forever, a link to /dev/zero read without end, and the
+// measured result was renamed over either.
+TEST(BenchCeilings, CacheThatIsNotARegularFileIsAMissLeftAsItIs) {
+  using moetune::bench::read_ceilings_cache;
+  using moetune::bench::write_ceilings_cache;
+  const fs::path dir =
+      fs::temp_directory_path() / ("moetune-ceil-nr-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path fifo = dir / "ceilings.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FALSE(moetune::testing::unless_blocked_on(
+      fifo, [&] { return read_ceilings_cache(fifo.string(), "NVIDIA H200", "580.159.04"); }));
+  EXPECT_FALSE(write_ceilings_cache(fifo.string(), example()));
+  EXPECT_TRUE(fs::is_fifo(fifo));
+
+  const fs::path folder = dir / "folder.json";
+  fs::create_directory(folder);
+  EXPECT_FALSE(read_ceilings_cache(folder.string(), "NVIDIA H200", "580.159.04"));
+  EXPECT_FALSE(write_ceilings_cache(folder.string(), example()));
+  EXPECT_TRUE(fs::is_directory(folder));
+
+  if (fs::exists("/dev/zero")) {
+    const fs::path zero = dir / "zero.json";
+    fs::create_symlink("/dev/zero", zero);
+    EXPECT_FALSE(read_ceilings_cache(zero.string(), "NVIDIA H200", "580.159.04"));
+    EXPECT_FALSE(write_ceilings_cache(zero.string(), example()));
+    EXPECT_TRUE(fs::is_symlink(zero));
+  }
+  fs::remove_all(dir);
 }
 
 TEST(BenchCeilings, NoGpuIsGpuUnavailable) {
