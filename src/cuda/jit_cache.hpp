@@ -2,6 +2,7 @@
 // rename), so two processes may fill it at once without locks; a reader sees a whole file or
 // none, and a corrupt entry reads as a miss.
 #pragma once
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,14 +20,19 @@ struct CacheEntry {
 
 class DiskCache {
  public:
+  // The most an entry may hold (a cubin is at most a few MB): a larger file there is a miss.
+  static constexpr std::size_t kMaxEntryBytes = std::size_t{256} << 20;
+
   explicit DiskCache(std::string dir) : dir_(std::move(dir)) {}
   const std::string& dir() const { return dir_; }
   std::string path_of(const std::string& key) const;  // <dir>/<key>.cubin
-  // The entry, or nullopt when absent or invalid (bad magic, size, or not an ELF cubin).
+  // The entry, or nullopt when absent or invalid (not a regular file, more than kMaxEntryBytes,
+  // bad magic, size, or not an ELF cubin). Never blocks on a FIFO.
   std::optional<CacheEntry> read(const std::string& key) const;
   // Creates the directory if needed; returns false (and leaves nothing behind) when the entry
   // cannot be written: a cache that cannot be written only costs compile time. `why`, if given,
-  // then says why ("not a folder", "Permission denied").
+  // then says why ("not a folder", "Permission denied", "<key>.cubin: not a regular file (a
+  // FIFO)": something other than a regular file at the entry's name is left as it is).
   bool write(const std::string& key, const CacheEntry& entry, std::string* why = nullptr) const;
   // Removes temp files ("*.tmp.XXXXXX") older than max_age_s, left by a writer that died
   // between create and rename. Returns how many were removed. Never throws.

@@ -1,6 +1,7 @@
 // Jit on the CPU: NVRTC compiles an embedded kernel for several archs with no GPU present; the
 // disk cache is hit, missed on a changed option, survives corruption and concurrent writers.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +15,7 @@
 #include "cuda/jit_cache.hpp"
 #include "cuda/kernel_sources.hpp"
 #include "cuda/nvrtc.hpp"
+#include "fifo_test_util.hpp"
 #include "moetune/error.hpp"
 
 namespace fs = std::filesystem;
@@ -274,6 +276,77 @@ TEST(CudaJit, UnwritableCacheIsToldOnce) {
   EXPECT_TRUE(told.empty());
   moetune::cuda::set_cache_write_failure_handler(previous);
   fs::remove(file);
+  fs::remove_all(dir);
+}
+
+// An entry that is not a regular file is a miss at once, and the cache leaves it as it is: a
+// FIFO at an entry's name blocked the compile (and the run) forever in the read, a link to
+// /dev/zero was read without end, and the compiled kernel was renamed over either.
+TEST(CudaJit, EntryThatIsNotARegularFileIsAMissLeftAsItIs) {
+  const fs::path dir = fresh_dir("cache-not-regular");
+  fs::create_directories(dir);
+  const moetune::cuda::DiskCache cache(dir.string());
+  const moetune::cuda::CacheEntry entry{{'\x7f', 'E', 'L', 'F'}, "n"};
+
+  const fs::path fifo = cache.path_of("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FALSE(moetune::testing::unless_blocked_on(fifo, [&] { return cache.read("fifo"); }));
+  std::string why;
+  EXPECT_FALSE(cache.write("fifo", entry, &why));
+  EXPECT_EQ(why, "fifo.cubin: not a regular file (a FIFO)");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+
+  fs::create_directory(cache.path_of("folder"));
+  EXPECT_FALSE(cache.read("folder"));
+  EXPECT_FALSE(cache.write("folder", entry, &why));
+  EXPECT_EQ(why, "folder.cubin: a folder, not a regular file");
+
+  if (fs::exists("/dev/zero")) {
+    fs::create_symlink("/dev/zero", cache.path_of("zero"));
+    EXPECT_FALSE(cache.read("zero"));
+    EXPECT_FALSE(cache.write("zero", entry, &why));
+    EXPECT_EQ(why, "zero.cubin: not a regular file (a character device)");
+    EXPECT_TRUE(fs::is_symlink(cache.path_of("zero")));
+  }
+
+  // A regular file is still read, and replaced.
+  ASSERT_TRUE(cache.write("ok", entry));
+  ASSERT_TRUE(cache.read("ok"));
+  EXPECT_EQ(cache.read("ok")->lowered_name, "n");
+  fs::remove_all(dir);
+}
+
+// Through the Jit: the kernel is compiled (the FIFO is a miss), and the entry that cannot be
+// cached is told once, like an unwritable cache folder, which the CLI prints as a note.
+TEST(CudaJit, FifoEntryIsRecompiledAndToldOnce) {
+  const fs::path dir = fresh_dir("cache-fifo-entry");
+  fs::create_directories(dir);
+  const moetune::cuda::DiskCache cache(dir.string());
+  std::vector<KernelSpec> specs = {mma_peak_spec("sm_80"), mma_peak_spec("sm_90a")};
+  for (const KernelSpec& s : specs) {
+    ASSERT_EQ(::mkfifo(cache.path_of(s.cache_key()).c_str(), 0600), 0);
+  }
+  std::mutex mu;
+  std::vector<std::string> told;
+  auto previous = moetune::cuda::set_cache_write_failure_handler(
+      [&](const std::string&, const std::string& reason) {
+        std::lock_guard lock(mu);
+        told.push_back(reason);
+      });
+  Jit jit(dir.string());
+  for (const KernelSpec& s : specs) {
+    const fs::path fifo = cache.path_of(s.cache_key());
+    const CompiledKernel k =
+        moetune::testing::unless_blocked_on(fifo, [&] { return jit.compile(s); });
+    EXPECT_TRUE(is_elf(k.cubin)) << k.log;
+    EXPECT_FALSE(k.from_cache);
+    EXPECT_TRUE(fs::is_fifo(fifo));
+  }
+  EXPECT_EQ(jit.stats().nvrtc_compiles, 2);
+  EXPECT_EQ(jit.stats().disk_hits, 0);
+  moetune::cuda::set_cache_write_failure_handler(previous);
+  ASSERT_EQ(told.size(), 1u);
+  EXPECT_EQ(told[0], specs[0].cache_key() + ".cubin: not a regular file (a FIFO)");
   fs::remove_all(dir);
 }
 
