@@ -56,9 +56,9 @@ std::string sidecar_name(const std::string& table_file_name);
 
 // The `shapes --json` object (DESIGN.md's keys, in its order): architecture, E, E_global, N, K,
 // topk, dtype, block_shape ([bn, bk] or null), tp, ep, routing {scoring, renormalize, n_group,
-// topk_group, routed_scaling_factor, correction_bias}, moe_layers, config_file {sglang, vllm}
-// (config_file_name for device_name). The one copy of that schema: `shapes`, `bench`, `profile`
-// and `tune --dry-run` all print this.
+// topk_group, routed_scaling_factor, correction_bias}, moe_layers (null when the config gives
+// no layer count), config_file {sglang, vllm} (config_file_name for device_name). The one copy
+// of that schema: `shapes`, `bench`, `profile` and `tune --dry-run` all print this.
 nlohmann::ordered_json shape_json(const MoeShape& shape, const std::string& device_name);
 
 // --- JSON -------------------------------------------------------------------------------------

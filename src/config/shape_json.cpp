@@ -31,7 +31,9 @@ nlohmann::ordered_json shape_json(const MoeShape& s, const std::string& device_n
                                         {"routed_scaling_factor", s.routing.routed_scaling_factor},
                                         {"correction_bias", s.routing.correction_bias}};
   if (!s.routing.note.empty()) j["routing"]["note"] = s.routing.note;
-  j["moe_layers"] = s.moe_layers;
+  // null, not 0, when the config gives no layer count (the text output says "unknown").
+  j["moe_layers"] = s.num_layers > 0 ? nlohmann::ordered_json(s.moe_layers)
+                                     : nlohmann::ordered_json(nullptr);
   j["config_file"] =
       nlohmann::ordered_json{{"sglang", config_file_name(s, device_name, Naming::sglang)},
                              {"vllm", config_file_name(s, device_name, Naming::vllm)}};

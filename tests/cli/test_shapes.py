@@ -53,6 +53,26 @@ class ShapesJson(CliTestCase):
             self.assertIn("MoE layers    unknown (the config gives no layer count)", r.out)
             self.assertNotIn("0 of 0", r.out)
 
+    def test_unknown_layer_count_is_null_in_json(self):
+        # It said "moe_layers": 0 where the text says unknown: a model without MoE layers.
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w") as f:
+                json.dump({"num_experts": 8, "num_experts_per_tok": 2,
+                           "moe_intermediate_size": 256, "hidden_size": 512}, f)
+            r = run("shapes", "--json", "--model", path)
+            self.assertExit(r, EXIT_OK)
+            j = r.json()
+            self.assertEqual(set(j), SHAPE_KEYS)
+            self.assertIsNone(j["moe_layers"])
+            # Known, it stays a number.
+            with open(path, "w") as f:
+                json.dump({"num_experts": 8, "num_experts_per_tok": 2,
+                           "moe_intermediate_size": 256, "hidden_size": 512,
+                           "num_hidden_layers": 6}, f)
+            self.assertEqual(run("shapes", "--json", "--model", path).json()["moe_layers"], 6)
+
     def test_default_model_is_qwen35_fp8_at_tp4(self):
         r = run("shapes", "--json", "--gpu", "NVIDIA H200")
         self.assertExit(r, EXIT_OK)
