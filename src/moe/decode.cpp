@@ -87,7 +87,7 @@ int decode_bulk_smem_bytes(int cc) {
   return 0;
 }
 
-DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M, int cc) {
+DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M, int cc, const DecodeGpu& gpu) {
   const std::string why = decode_kernels_unfit(s);
   if (!why.empty()) throw InputError("shape", s.source.empty() ? "?" : s.source, why);
   DecodeGeometry g;
@@ -120,7 +120,15 @@ DecodeGeometry decode_geometry(const MoeShape& s, std::int64_t M, int cc) {
     const long long stat = static_cast<long long>(s.K) * elem_bytes(s) + 4LL * routing_floats(s) +
                            (block_fp8(s) ? 4LL * s.K / (*s.block_shape)[1] : 4) +
                            128LL * g.wpt + 16 + 16LL * 2 * g.wpt * 2;
-    if (dyn + stat <= decode_bulk_smem_bytes(cc)) {
+    const long long limit = gpu.smem_per_block > 0
+                                ? std::min(gpu.smem_per_block, decode_bulk_smem_bytes(cc))
+                                : decode_bulk_smem_bytes(cc);
+    // Blocks per SM at this size: an SM holds the per-block limit plus the 1 KB the driver keeps
+    // per block (228 KB on 9.0 and 10.x, 100 KB on 12.x).
+    const long long per_sm = (limit + kSmemReservedPerBlock) / (dyn + stat + kSmemReservedPerBlock);
+    const long long blocks = static_cast<long long>(s.N / g.cols) * s.topk;
+    const bool one_wave = gpu.sms <= 0 || blocks <= per_sm * gpu.sms;
+    if (dyn + stat <= limit && one_wave) {
       g.pieces = chunks_per_warp(s, g.wpt) % 2 == 0 ? 2 : 1;
       g.smem_up = static_cast<int>(dyn);
     }
@@ -137,8 +145,8 @@ std::int64_t decode_max_tokens(const MoeShape& s) {
 static int arch_cc(const std::string& arch) { return arch_compute_capability(arch).value_or(0); }
 
 static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, bool route,
-                                    bool up, std::int64_t M) {
-  const DecodeGeometry g = decode_geometry(s, M, arch_cc(arch));
+                                    bool up, std::int64_t M, const DecodeGpu& gpu) {
+  const DecodeGeometry g = decode_geometry(s, M, arch_cc(arch), gpu);
   cuda::KernelSpec k;
   k.file = "moe_decode.cuh";
   k.kernel = up ? "moetune::moe_decode_up" : "moetune::moe_decode_down";
@@ -178,19 +186,19 @@ static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, 
 }
 
 cuda::KernelSpec decode_up_spec(const MoeShape& s, const std::string& arch, bool route,
-                                std::int64_t M) {
-  return decode_spec(s, arch, route, true, M);
+                                std::int64_t M, const DecodeGpu& gpu) {
+  return decode_spec(s, arch, route, true, M, gpu);
 }
 cuda::KernelSpec decode_down_spec(const MoeShape& s, const std::string& arch, bool route) {
-  return decode_spec(s, arch, route, false, 1);
+  return decode_spec(s, arch, route, false, 1, {});
 }
 
 void launch_decode(const MoeShape& s, const std::string& arch, const DecodeArgs& a,
-                   CUstream stream, bool pdl) {
+                   CUstream stream, bool pdl, const DecodeGpu& gpu) {
   if (a.M < 1 || a.M > kDecodeMaxTokens)
     throw InputError("M", std::to_string(a.M),
                      fmt::format("the decode kernels take 1..{} tokens", kDecodeMaxTokens));
-  const DecodeGeometry g = decode_geometry(s, a.M, arch_cc(arch));
+  const DecodeGeometry g = decode_geometry(s, a.M, arch_cc(arch), gpu);
   const bool route = a.router_logits != nullptr;
   if (!route && (a.topk_ids_in == nullptr || a.topk_weights_in == nullptr))
     throw InputError("topk_ids", "null", "router_logits or topk_ids and topk_weights are needed");
@@ -217,7 +225,7 @@ void launch_decode(const MoeShape& s, const std::string& arch, const DecodeArgs&
   auto& jit = cuda::Jit::instance();
   void* up_args[] = {&logits, &bias, &ids_in, &w_in, &ids_out, &w_out, &rsf,
                      &x,      &w13,  &w13s,   &act,  &start,   &e};
-  jit.get(decode_up_spec(s, arch, route, a.M))
+  jit.get(decode_up_spec(s, arch, route, a.M, gpu))
       ->launch(cuda::Dim3{static_cast<unsigned>(s.N / g.cols),
                           static_cast<unsigned>(a.M * s.topk), 1},
                cuda::Dim3{static_cast<unsigned>(g.threads_up), 1, 1},

@@ -40,6 +40,8 @@ struct DecodeGeometry {
 // driver keeps per block), 99 KB on 12.x (CUDA C++ Programming Guide, "Technical Specifications
 // per Compute Capability"); 0 before 9.0 (no cp.async.bulk) and on capabilities not listed here.
 int decode_bulk_smem_bytes(int cc);
+// Shared memory the driver keeps per resident block (same table): an SM of 9.0 holds 228 KB.
+inline constexpr int kSmemReservedPerBlock = 1024;
 
 // "" when the decode kernels can run `shape` (bf16, fp16 or block-wise fp8 with block_k a
 // multiple of 128 dividing N and K and block_n a multiple of 16 dividing K and 2N; 16-bit: N and
@@ -51,8 +53,17 @@ std::string decode_kernels_unfit(const MoeShape& shape);
 // otherwise). moe_decode_up's depends on M: 16 warps per block at M = 1 where each warp's slice
 // of K stays >= 14 chunks (one block per SM there), else 8; load batches that divide the slice.
 // At M = 1 on sm_90+ (cc, the compute capability; 0: unknown), where a block's rows with their
-// padding fit decode_bulk_smem_bytes(cc), the weights come by bulk copies instead (pieces > 0).
-DecodeGeometry decode_geometry(const MoeShape& shape, std::int64_t M, int cc = 0);
+// padding fit decode_bulk_smem_bytes(cc) (and gpu.smem_per_block where known), the weights come
+// by bulk copies instead (pieces > 0); where gpu.sms is known, only when the M = 1 grid
+// (N / 16 * topk blocks) then runs in one wave: the bulk blocks take most of an SM's shared
+// memory, where the register batches keep several blocks per SM (measured only on grids of one
+// wave: Qwen3.5 TP4's 128 blocks on 132 SMs).
+struct DecodeGpu {
+  int sms = 0;             // SMs (0: unknown, e.g. when listing kernels)
+  int smem_per_block = 0;  // opt-in shared memory per block in bytes (0: unknown)
+};
+DecodeGeometry decode_geometry(const MoeShape& shape, std::int64_t M, int cc = 0,
+                               const DecodeGpu& gpu = {});
 // Tokens up to which FusedMoe::forward runs the decode kernels for `shape` (0 when they do not
 // fit it or lose at every M): by the length of a w13 row, which each warp of moe_decode_up
 // streams a slice of, one 16-row tile per block: kDecodeMaxTokens up to kDecodeRowBytes4, 2 up
@@ -66,8 +77,9 @@ DecodeGeometry decode_geometry(const MoeShape& shape, std::int64_t M, int cc = 0
 std::int64_t decode_max_tokens(const MoeShape& shape);
 
 // route: the kernels route from router logits (else they read precomputed topk ids/weights).
+// gpu: as decode_geometry takes it (launch_decode must be given the same to run this kernel).
 cuda::KernelSpec decode_up_spec(const MoeShape& shape, const std::string& arch, bool route,
-                                std::int64_t M);
+                                std::int64_t M, const DecodeGpu& gpu = {});
 cuda::KernelSpec decode_down_spec(const MoeShape& shape, const std::string& arch, bool route);
 
 struct DecodeArgs {
@@ -90,6 +102,6 @@ struct DecodeArgs {
 // Both launches (the second a programmatic dependent of the first when pdl). Throws InputError
 // when M is outside [1, kDecodeMaxTokens] or the shape does not fit.
 void launch_decode(const MoeShape& shape, const std::string& arch, const DecodeArgs& a,
-                   CUstream stream, bool pdl);
+                   CUstream stream, bool pdl, const DecodeGpu& gpu = {});
 
 }  // namespace moetune::moe

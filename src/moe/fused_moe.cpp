@@ -78,6 +78,8 @@ std::size_t round_up(std::size_t v) { return (v + kAlign - 1) / kAlign * kAlign;
 bool fp8(const MoeShape& s) { return s.dtype == Dtype::fp8_w8a8; }
 bool block_fp8(const MoeShape& s) { return fp8(s) && s.block_shape.has_value(); }
 int block_k(const MoeShape& s) { return block_fp8(s) ? (*s.block_shape)[1] : 0; }
+// What the decode kernels' geometry takes of the GPU (its SMs and shared memory per block).
+moe::DecodeGpu decode_gpu(const GpuSpec& g) { return {g.sm_count, g.smem_per_block_bytes}; }
 
 // GEMM1's (up) or GEMM2's weights, and for fp8 their scales: InputError when null.
 void require_weights(const MoeShape& s, const MoeWeights& w, bool up) {
@@ -364,7 +366,7 @@ void FusedMoe::prepare(std::int64_t max_M) {
     for (bool route : {true, false}) {  // router logits, or precomputed ids
       std::set<std::string> names;  // moe_decode_up's geometry may differ at M = 1 and above
       for (std::int64_t M = 1; M <= std::min<std::int64_t>(max_M, moe::decode_max_tokens(s)); ++M) {
-        cuda::KernelSpec up = moe::decode_up_spec(s, arch, route, M);
+        cuda::KernelSpec up = moe::decode_up_spec(s, arch, route, M, decode_gpu(impl_->gpu));
         if (names.insert(up.name).second) specs.push_back(std::move(up));
       }
       specs.push_back(moe::decode_down_spec(s, arch, route));
@@ -567,7 +569,7 @@ void FusedMoe::forward(const MoeInputs& in, const MoeWeights& w, void* out, void
   a.w2_scale = w.w2_scale;
   a.act = p.ws + L.decode_act;
   a.out = out;
-  moe::launch_decode(s, impl_->arch, a, stream, impl_->pdl);
+  moe::launch_decode(s, impl_->arch, a, stream, impl_->pdl, decode_gpu(impl_->gpu));
 }
 
 void FusedMoe::enqueue_gemm_phase(const MoeInputs& in, const MoeWeights& w, void* workspace,

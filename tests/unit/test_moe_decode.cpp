@@ -123,6 +123,18 @@ TEST(MoeDecode, BulkCopiesAtOneTokenOnSm90WhereTheRowsFit) {
     EXPECT_EQ(decode_geometry(qf, 1, cc).pieces, 0) << cc;
     EXPECT_EQ(decode_geometry(anchor(0, "bf16"), 1, cc).pieces, 0) << cc;
   }
+  // The GPU, where known: Qwen3.5 TP4's 128 blocks fit one wave on an H200 (132 SMs; fp8 two
+  // blocks of ~110 KB per SM, bf16 one of ~206 KB), bf16 not on an H100 PCIe (114 SMs), where
+  // the register path keeps several blocks per SM; nor where the device allows less per block.
+  const DecodeGpu h200{132, 227 * 1024}, h100_pcie{114, 227 * 1024}, small{132, 99 * 1024};
+  EXPECT_EQ(decode_geometry(qf, 1, 90, h200).pieces, 2);
+  EXPECT_EQ(decode_geometry(anchor(0, "bf16"), 1, 90, h200).pieces, 2);
+  EXPECT_EQ(decode_geometry(qf, 1, 90, h100_pcie).pieces, 2);  // 228 KB / 111 KB: 2 per SM
+  EXPECT_EQ(decode_geometry(anchor(0, "bf16"), 1, 90, h100_pcie).pieces, 0);
+  EXPECT_EQ(decode_geometry(qf, 1, 90, small).pieces, 0);
+  EXPECT_EQ(decode_geometry(qf, 1, 90, {64, 0}).pieces, 2);    // 64 SMs x 2: 128 blocks
+  EXPECT_EQ(decode_geometry(qf, 1, 90, {63, 0}).pieces, 0);
+  EXPECT_EQ(arg(decode_up_spec(anchor(0, "bf16"), "sm_90a", true, 1, h100_pcie), "PIECES"), "0");
   EXPECT_EQ(decode_bulk_smem_bytes(90), 227 * 1024);
   EXPECT_EQ(decode_bulk_smem_bytes(120), 99 * 1024);
   EXPECT_EQ(decode_bulk_smem_bytes(89), 0);
