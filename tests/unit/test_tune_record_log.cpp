@@ -15,12 +15,14 @@
 #include "tune/evaluator.hpp"
 #include "tune/record_log.hpp"
 #include "fifo_test_util.hpp"
+#include "model_test_util.hpp"
 #include "tune_test_util.hpp"
 
 namespace moetune::tune {
 namespace {
 
 using testing::field_of;
+using moetune::testing::input_error;
 
 std::filesystem::path temp_dir(const std::string& name) {
   return testing::fresh_temp_dir("moetune_log_" + name);
@@ -214,17 +216,6 @@ TEST(RecordLog, StopRecordsRoundTripIntoTheResumeCache) {
   EXPECT_EQ(field_of([&] { record_from_json(bad, "x"); }), "resume");
 }
 
-// The InputError f throws; a failure when it throws none.
-InputError input_error_of(auto&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no InputError";
-  return InputError("(none)", "", "");
-}
-
 // --resume reads the log back: something other than a regular file at its name is refused as
 // bad input (exit 2), naming --resume and the path. A FIFO blocked the run forever in the read,
 // /dev/zero grew it without bound, a folder read as "empty log (no header)".
@@ -235,7 +226,7 @@ TEST(RecordLog, ResumeRefusesALogThatIsNotARegularFile) {
   const std::filesystem::path log = log_path(o);
   ProgressSink quiet;
   SyntheticEvaluator ev(surface(o));
-  const auto refusal = [&] { return input_error_of([&] { run_tune(o, ev, quiet); }); };
+  const auto refusal = [&] { return input_error([&] { run_tune(o, ev, quiet); }); };
 
   ASSERT_EQ(::mkfifo(log.c_str(), 0600), 0);
   const InputError fifo = ::moetune::testing::unless_blocked_on(log, refusal);
@@ -264,7 +255,7 @@ TEST(RecordLog, ReadRefusesALogOverTheCap) {
   const std::filesystem::path log = out / "big.tune.jsonl";
   std::ofstream(log).flush();
   std::filesystem::resize_file(log, kMaxRecordLogBytes + 1);  // sparse: no disk used
-  const InputError e = input_error_of([&] { RecordLog::read(log); });
+  const InputError e = input_error([&] { RecordLog::read(log); });
   EXPECT_EQ(e.field(), "resume");
   EXPECT_EQ(e.value(), log.string());
   EXPECT_EQ(e.reason(), fmt::format("{} bytes, more than the 1024 MiB a record log may hold",
