@@ -14,6 +14,7 @@
 #include "cuda/jit_cache.hpp"
 #include "cuda/kernel_sources.hpp"
 #include "cuda/nvml.hpp"
+#include "io/regular_file.hpp"
 #include "model/json_text.hpp"
 #include "moetune/error.hpp"
 #include "moetune/stats.hpp"
@@ -216,11 +217,10 @@ std::string ceilings_cache_path(const std::string& cache_dir, const std::string&
 std::optional<MeasuredCeilings> read_ceilings_cache(const std::string& path,
                                                     const std::string& device_name,
                                                     const std::string& driver_version) {
-  const std::optional<std::string> text =
-      model::read_cache_file_text(path, model::kMaxJsonFileBytes);
-  if (!text) return std::nullopt;
+  const io::FileBytes text = io::read_regular_file(path, model::kMaxJsonFileBytes, "a cache file");
+  if (!text.bytes) return std::nullopt;
   try {
-    MeasuredCeilings m = MeasuredCeilings::from_json(nlohmann::json::parse(*text));
+    MeasuredCeilings m = MeasuredCeilings::from_json(nlohmann::json::parse(*text.bytes));
     if (m.device_name != device_name || m.driver_version != driver_version) return std::nullopt;
     m.from_cache = true;
     return m;
@@ -230,7 +230,7 @@ std::optional<MeasuredCeilings> read_ceilings_cache(const std::string& path,
 }
 
 bool write_ceilings_cache(const std::string& path, const MeasuredCeilings& m) {
-  if (!model::not_replaceable_reason(path).empty()) return false;  // not ours to replace
+  if (!io::not_replaceable_reason(path).empty()) return false;  // not ours to replace
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   return cuda::write_file_atomic(path, m.to_json().dump(2) + "\n");

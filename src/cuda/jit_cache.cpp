@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <system_error>
 
+#include "io/regular_file.hpp"
+
 namespace moetune::cuda {
 namespace {
 
@@ -52,45 +54,6 @@ bool is_elf(const std::vector<char>& bytes) {
          bytes[3] == 'F';
 }
 
-// The wording of model::read_json_file_text (this library stands below src/model).
-std::string not_regular_text(mode_t mode) {
-  if (S_ISDIR(mode)) return "a folder, not a regular file";
-  if (S_ISFIFO(mode)) return "not a regular file (a FIFO)";
-  if (S_ISCHR(mode)) return "not a regular file (a character device)";
-  if (S_ISBLK(mode)) return "not a regular file (a block device)";
-  if (S_ISSOCK(mode)) return "not a regular file (a socket)";
-  return "not a regular file";
-}
-
-// The bytes of a regular file of at most max_bytes, else nullopt. Opened without blocking and
-// checked on the open descriptor: a FIFO left in the cache would otherwise block open() (and
-// the run) forever, and /dev/zero would be read without end.
-std::optional<std::string> read_regular_file(const std::string& path, std::size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-      static_cast<std::uintmax_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    return std::nullopt;
-  }
-  std::string bytes;
-  bytes.reserve(static_cast<std::size_t>(st.st_size));
-  char chunk[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 || bytes.size() + static_cast<std::size_t>(n) > max_bytes) {
-      ::close(fd);
-      return std::nullopt;
-    }
-    if (n == 0) break;
-    bytes.append(chunk, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return bytes;
-}
-
 }  // namespace
 
 std::string default_cache_dir() {
@@ -109,9 +72,9 @@ std::string default_cache_dir() {
 std::string DiskCache::path_of(const std::string& key) const { return dir_ + "/" + key + ".cubin"; }
 
 std::optional<CacheEntry> DiskCache::read(const std::string& key) const {
-  const std::optional<std::string> read = read_regular_file(path_of(key), kMaxEntryBytes);
-  if (!read) return std::nullopt;
-  const std::string& bytes = *read;
+  const io::FileBytes read = io::read_regular_file(path_of(key), kMaxEntryBytes, "a cache entry");
+  if (!read.bytes) return std::nullopt;
+  const std::string& bytes = *read.bytes;
   if (bytes.size() < kHeaderBytes || std::memcmp(bytes.data(), kMagic, kMagicBytes) != 0) {
     return std::nullopt;
   }
@@ -138,12 +101,9 @@ bool DiskCache::write(const std::string& key, const CacheEntry& entry, std::stri
   }
   // The rename would replace a FIFO or a device left at the entry's name: not the cache's to
   // replace. Left as it is; the entry is then never cached, which the caller tells.
-  struct stat st {};
   const std::string path = path_of(key);
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    if (why != nullptr) {
-      *why = fs::path(path).filename().string() + ": " + not_regular_text(st.st_mode);
-    }
+  if (const std::string no = io::not_replaceable_reason(path); !no.empty()) {
+    if (why != nullptr) *why = fs::path(path).filename().string() + ": " + no;
     return false;
   }
   std::string bytes(kMagic, kMagicBytes);

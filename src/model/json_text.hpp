@@ -4,7 +4,6 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
-#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -36,14 +35,5 @@ std::string read_json_file_text(const std::filesystem::path& path, const std::st
 // it in the size reason ("<n> bytes, more than the <cap> MiB <kind> may hold").
 std::string read_input_file_text(const std::filesystem::path& path, const std::string& field,
                                  std::uintmax_t max_bytes, const std::string& kind);
-
-// For a cache moetune wrote itself, where a bad file is a miss, not an error: the text, or
-// nullopt when the file is absent or fails the same check.
-std::optional<std::string> read_cache_file_text(const std::filesystem::path& path,
-                                                std::uintmax_t max_bytes);
-
-// Why an existing path may not be replaced by a cache write, or "" when it may (absent, or a
-// regular file): a FIFO or a device that a user put there is theirs, not the cache's.
-std::string not_replaceable_reason(const std::filesystem::path& path);
 
 }  // namespace moetune::model
