@@ -88,12 +88,22 @@ void check_range(std::size_t offset, std::size_t bytes, std::size_t size, const 
                      "outside the device buffer of " + std::to_string(size) + " bytes");
   }
 }
+// The synchronous memset and pageable-upload calls run on the legacy default stream and may return
+// before the device is done: a memset of device memory is asynchronous to the host, and a pageable
+// upload returns once its bytes are staged (CUDA runtime guide, "API synchronization behavior").
+// The legacy stream does not order against cuda::Stream's non-blocking streams either, so a kernel
+// launched next could see the old bytes, or a late 0xFF poison land on its outputs (a `moetune
+// check` of the decode kernels once reported a third of an output as NaN that way). Waiting for the
+// legacy stream makes these calls what their names say.
+void wait_legacy_stream() { MOETUNE_CU(cuStreamSynchronize, CU_STREAM_LEGACY); }
 }  // namespace
 
 void DeviceBuffer::upload(const void* host, std::size_t bytes, std::size_t offset_bytes) {
   check_range(offset_bytes, bytes, bytes_, "upload");
   Push push(ctx_);
-  if (bytes > 0) MOETUNE_CU(cuMemcpyHtoD, ptr_ + offset_bytes, host, bytes);
+  if (bytes == 0) return;
+  MOETUNE_CU(cuMemcpyHtoD, ptr_ + offset_bytes, host, bytes);
+  wait_legacy_stream();
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset_bytes) const {
@@ -116,12 +126,16 @@ void DeviceBuffer::download_async(void* host, std::size_t bytes, CUstream stream
 
 void DeviceBuffer::fill_u8(std::uint8_t value) {
   Push push(ctx_);
-  if (bytes_ > 0) MOETUNE_CU(cuMemsetD8, ptr_, value, bytes_);
+  if (bytes_ == 0) return;
+  MOETUNE_CU(cuMemsetD8, ptr_, value, bytes_);
+  wait_legacy_stream();
 }
 
 void DeviceBuffer::fill_u32(std::uint32_t value) {
   Push push(ctx_);
-  if (bytes_ >= 4) MOETUNE_CU(cuMemsetD32, ptr_, value, bytes_ / 4);
+  if (bytes_ < 4) return;
+  MOETUNE_CU(cuMemsetD32, ptr_, value, bytes_ / 4);
+  wait_legacy_stream();
 }
 
 void DeviceBuffer::fill_u8_async(std::uint8_t value, CUstream stream) {

@@ -31,7 +31,10 @@ class DeviceBuffer {
   std::size_t bytes() const { return bytes_; }
   bool empty() const { return bytes_ == 0; }
 
-  void upload(const void* host, std::size_t bytes, std::size_t offset_bytes = 0);  // synchronous
+  // Synchronous: upload and the fills are complete on the device when they return (so a kernel
+  // on any stream launched after them sees their bytes); download waits for the copy only, not
+  // for kernels on non-blocking streams (synchronize the stream that wrote the buffer first).
+  void upload(const void* host, std::size_t bytes, std::size_t offset_bytes = 0);
   void download(void* host, std::size_t bytes, std::size_t offset_bytes = 0) const;
   template <class T>
   void upload(const std::vector<T>& host) {

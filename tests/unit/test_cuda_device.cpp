@@ -93,6 +93,33 @@ TEST_F(CudaGpu, BuffersRoundTripAndPoison) {
   EXPECT_EQ(moved.download_as<std::uint32_t>(2), (std::vector<std::uint32_t>{7u, 8u}));
 }
 
+// fill_u8 and upload are complete when they return, also for work on a non-blocking stream
+// (cuda::Stream): without the wait, the legacy-stream memset of 1 GiB was still running when the
+// stream's 4-byte memset at its end ran, and then overwrote it. `moetune check` and the tuner's
+// accuracy check poison outputs with fill_u8 right before launching on such a stream.
+TEST_F(CudaGpu, SynchronousFillsAndUploadsAreDoneBeforeStreamWork) {
+  cu::Context& ctx = cu::Context::get(0);
+  const std::size_t big = std::size_t(1) << 30;
+  cu::DeviceBuffer b(ctx, big);
+  cu::Stream stream(ctx);
+  std::vector<std::uint8_t> host(4 << 20, 9);
+  for (int round = 0; round < 4; ++round) {
+    b.fill_u8(1);
+    MOETUNE_CU(cuMemsetD8Async, b.ptr() + big - 4, 2, 4, stream.handle());
+    stream.synchronize();
+    std::uint8_t last[8];
+    b.download(last, 8, big - 8);
+    EXPECT_EQ(last[3], 1) << "fill_u8, round " << round;
+    EXPECT_EQ(last[7], 2) << "fill_u8, round " << round;
+    b.upload(host.data(), host.size(), big - host.size());
+    MOETUNE_CU(cuMemsetD8Async, b.ptr() + big - 4, 3, 4, stream.handle());
+    stream.synchronize();
+    b.download(last, 8, big - 8);
+    EXPECT_EQ(last[3], 9) << "upload, round " << round;
+    EXPECT_EQ(last[7], 3) << "upload, round " << round;
+  }
+}
+
 TEST_F(CudaGpu, JitGetLaunchesMmaPeakInAGraph) {
   auto dir = std::filesystem::temp_directory_path() / ("moetune-gpu-" + std::to_string(::getpid()));
   cu::Jit jit(dir.string());
