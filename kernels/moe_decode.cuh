@@ -7,18 +7,21 @@
 // mma replaces hundreds of CUDA-core instructions per 512 weight bytes, the first version's limit).
 //
 //   moe_decode_up    grid (N / 16, M * TOPK), 64 * WPT threads: block (c, slot) routes its slot's
-//                    token (warp 0; the other warps load, and for fp8 quantize, the token's hidden
-//                    state into shared memory), then 2 * WPT warps compute gate and up for columns
-//                    [16c, 16c + 16) of its expert (WPT warps per 16-row tile, each a 1/WPT slice
-//                    of K, summed in a fixed order) and write SiLU(gate)·up as ACT to act.
+//                    token (warp 0, the ids only on the bulk path; the other warps load, and for
+//                    fp8 quantize, the token's hidden state into shared memory), then 2 * WPT
+//                    warps compute gate and up for columns [16c, 16c + 16) of its expert (WPT
+//                    warps per 16-row tile, each a 1/WPT slice of K, summed in a fixed order)
+//                    and write SiLU(gate)·up as ACT to act.
 //                    Each warp streams its 16 row slices either through register batches
 //                    (PIECES = 0) or, on sm_90+ (PIECES > 0), by 16 * PIECES bulk copies into
 //                    its own dynamic shared memory, all in flight at once, PIECES mbarriers.
 //   moe_decode_down  grid (K / 16, M), 32 * TOPK threads: block (c, t) routes token t again (the
 //                    same code and inputs: the same ids and weights), warp j loads the w2 rows
 //                    [16c, 16c + 16) of slot j's expert into registers BEFORE waiting for
-//                    moe_decode_up (PDL: weights and router logits are not its outputs), then reads
-//                    (fp8: quantizes) slot j's act and computes its 16 outputs; then
+//                    moe_decode_up (PDL: weights and router logits are not its outputs); block
+//                    (0, t) then writes the routing's outputs where up's bulk path did not,
+//                    and every block reads (fp8: quantizes) slot j's act and computes its 16
+//                    outputs; then
 //                    out[t, h] = Σ_j round(w_j · y_j[h]) in order j = 0..TOPK-1.
 //
 // Fragments (PTX ISA, mma.m16n8k16 16-bit and m16n8k32 e4m3: the same byte layout): lane (g, q)
@@ -39,7 +42,8 @@
 // (precomputed); correction_bias [E_GLOBAL] fp32 (HAS_BIAS); x [M, K] ACT; w13 [E, 2N, K] and
 // w2 [E, K, N] (e4m3 bytes for WFP8, else ACT); w13_scale [E, 2N/BN, K/BK] and w2_scale
 // [E, K/BN, N/BK] fp32 (WFP8); act [M*TOPK, N] ACT (workspace); topk_ids_out/topk_weights_out
-// [M, TOPK] (moe_decode_up writes them when routing, for checks and callers); out [M, K] ACT.
+// [M, TOPK] (written when routing, for checks and callers: by moe_decode_up's register path, else
+// by moe_decode_down, UP_BULK); out [M, K] ACT.
 // The host (src/moe/decode.cpp decode_kernels_unfit) keeps shapes within the static_asserts and
 // both kernels' shared memory within 48 KB.
 #pragma once
@@ -264,7 +268,22 @@ __device__ __forceinline__ void up_block(
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp == 0) {
     int id;
-    if constexpr (ROUTE) {
+    if constexpr (ROUTE && PIECES > 0) {
+      // The bulk path: the ids only, on the path to the first weight copy (Qwen3.5 fp8 M = 1
+      // −0.8 µs); moe_decode_down computes the weights and writes the routing's outputs.
+      // The register path keeps the full routing below: without the weights ptxas compiled
+      // its streaming loop differently, and it lost 2-14% at M = 2..4 (bench/results/
+      // 2026-12-02_h200_eighteenth_session.md).
+      int ids[TOPK];
+      float w[TOPK];
+      route_token<E_GLOBAL, TOPK, SCORING, N_GROUP, TOPK_GROUP, HAS_BIAS, RENORMALIZE, false>(
+          router_logits + t * E_GLOBAL, correction_bias, N_GROUP > 1 ? s_choice : nullptr,
+          routed_scaling_factor, ids, w);
+      id = ids[0];
+#pragma unroll
+      for (int k = 1; k < TOPK; ++k)
+        if (k == j) id = ids[k];
+    } else if constexpr (ROUTE) {
       int ids[TOPK];
       float w[TOPK];
       route_token<E_GLOBAL, TOPK, SCORING, N_GROUP, TOPK_GROUP, HAS_BIAS, RENORMALIZE>(
@@ -412,12 +431,24 @@ __device__ __forceinline__ void up_block(
   }
 }
 
+// moe_decode_down's blocks per SM to compile for: block fp8 at N <= 256 (its w2 preloads take 32
+// registers) with a routing that selects on the logits fits 64 registers, 32 / TOPK blocks of
+// 32 * TOPK threads per SM, where ptxas's own choice went to 70 once it did (one block less per
+// SM beside an up block); elsewhere 0, ptxas's choice, as before (an explicit 1 changed it: bf16
+// 80 -> 94 registers). Where it is capped, the routing's weights may come after the w2 preloads
+// (down_block); bf16's kernel took 93 registers that way (80 before: 3 blocks per SM to 2).
+__host__ __device__ constexpr int down_min_blocks(bool wfp8, int n, int topk,
+                                                  bool selects_on_logits) {
+  return wfp8 && selects_on_logits && n <= 256 && topk <= 32 ? 32 / topk : 0;
+}
+
 template <int ACT, bool WFP8, int K, int N, int TOPK, int BN, int BK,
           bool ROUTE, int E_GLOBAL, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
-          bool RENORMALIZE, class Wait, class Mark>
+          bool RENORMALIZE, bool UP_BULK, class Wait, class Mark>
 __device__ __forceinline__ void down_block(
     const float* __restrict__ router_logits, const float* __restrict__ correction_bias,
     const int* __restrict__ topk_ids_in, const float* __restrict__ topk_weights_in,
+    int* __restrict__ topk_ids_out, float* __restrict__ topk_weights_out,
     float routed_scaling_factor, const void* __restrict__ act,
     const unsigned char* __restrict__ w2, const float* __restrict__ w2_scale,
     void* __restrict__ out, int expert_start, int E, int col, long long t, Wait&& wait,
@@ -446,11 +477,20 @@ __device__ __forceinline__ void down_block(
   // the w2 rows now, while moe_decode_up still streams w13 (the one exception to the wait-first
   // rule of common/pdl.cuh, noted there). Nothing is written before the wait (mark is a no-op in
   // moe_decode_down; a probe's stamps before it go to a buffer of its own).
+  // Beside moe_decode_up's register path (M >= 2: down blocks start as up blocks end, the
+  // routing is on the critical path), where the selection does not need the weights and the
+  // registers are capped (kApart), the routing before the w2 preloads takes the ids only and
+  // each warp computes the weights after issuing them. Qwen3.5 fp8 against main, M = 2..4:
+  // +0.6 / -1.7 / +1.2% this way, +1.8 / +2.2 / +2.9% with the weights first; at M = 1, beside
+  // the bulk path, this way cost +2.4% (bench/results/2026-12-02_h200_eighteenth_session.md).
+  constexpr bool kOnLogits = routing_detail::kSelectsOnLogits<SCORING, N_GROUP, HAS_BIAS>;
+  constexpr bool kApart =
+      ROUTE && !UP_BULK && kOnLogits && down_min_blocks(WFP8, N, TOPK, kOnLogits) > 0;
   if (warp == 0) {
     int ids[TOPK];
     float w[TOPK];
     if constexpr (ROUTE) {
-      route_token<E_GLOBAL, TOPK, SCORING, N_GROUP, TOPK_GROUP, HAS_BIAS, RENORMALIZE>(
+      route_token<E_GLOBAL, TOPK, SCORING, N_GROUP, TOPK_GROUP, HAS_BIAS, RENORMALIZE, !kApart>(
           router_logits + t * E_GLOBAL, correction_bias, N_GROUP > 1 ? s_choice : nullptr,
           routed_scaling_factor, ids, w);
     } else {
@@ -464,7 +504,7 @@ __device__ __forceinline__ void down_block(
 #pragma unroll
       for (int k = 0; k < TOPK; ++k) {
         s_e[k] = ids[k] - expert_start;
-        s_w[k] = w[k];
+        if constexpr (!kApart) s_w[k] = w[k];
       }
     }
   }
@@ -487,10 +527,26 @@ __device__ __forceinline__ void down_block(
     }
   }
 
+  // kApart: lane k's weight is pick k's; this warp's slot weight is lane j's (else s_w[j], read
+  // where it is used: reading it here took bf16's kernel from 80 to 98 registers).
+  float pick_w = 0.0f, slot_w = 0.0f;
+  if constexpr (kApart) {
+    pick_w = softmax_weight_of_pick<E_GLOBAL, TOPK, RENORMALIZE>(
+        router_logits + t * E_GLOBAL, s_e[lane < TOPK ? lane : 0] + expert_start,
+        routed_scaling_factor);
+    slot_w = __shfl_sync(0xffffffffu, pick_w, j);
+  }
+
   // act is moe_decode_up's output; out may still be read by the kernel before.
   if (threadIdx.x == 0) mark(2);  // w2 loads issued
   wait();
   if (threadIdx.x == 0) mark(3);  // released
+  // The routing's outputs (for checks and callers) where moe_decode_up did not write them (its
+  // bulk path), after the wait: the kernel before may still read them.
+  if (ROUTE && UP_BULK && col == 0 && threadIdx.x < TOPK) {
+    topk_ids_out[t * TOPK + threadIdx.x] = s_e[threadIdx.x] + expert_start;
+    topk_weights_out[t * TOPK + threadIdx.x] = s_w[threadIdx.x];  // not kApart: UP_BULK
+  }
   float y0 = 0.0f, y8 = 0.0f;  // rows g and g + 8 of column 0 (lanes with q == 0)
   if (local) {
     decode_detail::warp_vector<ACT, WFP8 ? BK : 0, N>(
@@ -524,8 +580,9 @@ __device__ __forceinline__ void down_block(
     }
     // GEMM2's y is ACT (routed weight applied) before the top-k sum: round as it does.
     if (q == 0) {
-      s_y[j][g] = decode_detail::round_act<ACT>(s_w[j] * y0);
-      s_y[j][g + 8] = decode_detail::round_act<ACT>(s_w[j] * y8);
+      const float wj = kApart ? slot_w : s_w[j];
+      s_y[j][g] = decode_detail::round_act<ACT>(wj * y0);
+      s_y[j][g + 8] = decode_detail::round_act<ACT>(wj * y8);
     }
   }
   if (threadIdx.x == 0) mark(5);  // warp 0's products done
@@ -572,18 +629,23 @@ __global__ void __launch_bounds__(64 * WPT)
 }
 
 template <int ACT, bool WFP8, int K, int N, int TOPK, int BN, int BK, bool ROUTE, int E_GLOBAL,
-          int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS, bool RENORMALIZE>
-__global__ void __launch_bounds__(32 * TOPK)
+          int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS, bool RENORMALIZE,
+          bool UP_BULK>  // moe_decode_up's bulk path ran: write the routing's outputs
+__global__ void __launch_bounds__(
+    32 * TOPK, decode_detail::down_min_blocks(
+                   WFP8, N, TOPK, routing_detail::kSelectsOnLogits<SCORING, N_GROUP, HAS_BIAS>))
     moe_decode_down(const float* __restrict__ router_logits,
                     const float* __restrict__ correction_bias,
                     const int* __restrict__ topk_ids_in, const float* __restrict__ topk_weights_in,
+                    int* __restrict__ topk_ids_out, float* __restrict__ topk_weights_out,
                     float routed_scaling_factor, const void* __restrict__ act,
                     const unsigned char* __restrict__ w2, const float* __restrict__ w2_scale,
                     void* __restrict__ out, int expert_start, int E) {
   decode_detail::down_block<ACT, WFP8, K, N, TOPK, BN, BK, ROUTE, E_GLOBAL, SCORING, N_GROUP,
-                            TOPK_GROUP, HAS_BIAS, RENORMALIZE>(
-      router_logits, correction_bias, topk_ids_in, topk_weights_in, routed_scaling_factor, act,
-      w2, w2_scale, out, expert_start, E, blockIdx.x, blockIdx.y, [] {
+                            TOPK_GROUP, HAS_BIAS, RENORMALIZE, UP_BULK>(
+      router_logits, correction_bias, topk_ids_in, topk_weights_in, topk_ids_out,
+      topk_weights_out, routed_scaling_factor, act, w2, w2_scale, out, expert_start, E, blockIdx.x,
+      blockIdx.y, [] {
         pdl_wait();  // PDL: moe_decode_up's act and the previous kernel's reads of out
         pdl_launch_dependents();
       },

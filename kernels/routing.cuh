@@ -6,7 +6,9 @@
 //   N_GROUP > 1: group g = experts [g*E/N_GROUP, (g+1)*E/N_GROUP); its score is the sum of its
 //     two largest c (HAS_BIAS, DeepSeek noaux_tc) or its largest c; only the TOPK_GROUP best
 //     groups stay eligible (c = -inf elsewhere).
-//   selected = the TOPK largest eligible c, in descending order; a tie goes to the smaller id.
+//   selected = the TOPK largest eligible c, in descending order; a tie goes to the smaller id
+//     (softmax without a bias or groups: the TOPK largest logits, the same order up to two
+//     logits whose fp32 probabilities round equal).
 //   topk_weights[t, j] = s[selected_j] / (RENORMALIZE ? Σ_j s[selected_j] : 1) · routed_scaling_factor
 // Matches src/moe/reference.cpp route_reference (fp64) up to fp32 rounding.
 //
@@ -69,14 +71,19 @@ __device__ __forceinline__ void top2_insert(float v, float& t1, float& t2) {
   }
 }
 
+// Softmax without a bias or groups: route_token selects on the logits (below).
+template <int SCORING, int N_GROUP, bool HAS_BIAS>
+inline constexpr bool kSelectsOnLogits = SCORING == 0 && !HAS_BIAS && N_GROUP == 1;
+
 }  // namespace routing_detail
 
 // One token's routing by one warp: every lane gets the TOPK ids (descending score) and their
 // final weights (renormalized and scaled). row: the token's E_GLOBAL logits; s_choice: E_GLOBAL
 // floats of shared memory of this warp (used only when N_GROUP > 1 and E_GLOBAL / N_GROUP is
-// not a multiple of 32; may be nullptr otherwise).
+// not a multiple of 32; may be nullptr otherwise). WEIGHTS false: the ids only (w is left as it
+// is; the weights' work is skipped where the selection does not need it).
 template <int E_GLOBAL, int TOPK, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
-          bool RENORMALIZE>
+          bool RENORMALIZE, bool WEIGHTS = true>
 __device__ __forceinline__ void route_token(const float* __restrict__ row,
                                             const float* __restrict__ correction_bias,
                                             float* s_choice, float routed_scaling_factor,
@@ -93,37 +100,64 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
                                  TOPK_GROUP * kGroupSize >= TOPK),
                 "TOPK_GROUP groups must hold at least TOPK experts");
   const int lane = threadIdx.x % 32;
+  // Softmax without a bias or groups selects on the logits themselves: softmax is monotonic, so
+  // the ids need not wait for the row's max, exps, sum and divisions (WEIGHTS false: about 60%
+  // of one warp's ~2450 cycles per token, on moe_decode_up's critical path before its first
+  // weight copy; bench/results/2026-12-02_h200_eighteenth_session.md). The order differs from the
+  // fp32 probabilities' only where rounding made two of them equal: the larger logit wins, as in
+  // the fp64 reference. The weights are computed as before, the same bits.
+  constexpr bool kOnLogits = routing_detail::kSelectsOnLogits<SCORING, N_GROUP, HAS_BIAS>;
   float s[kPer], c[kPer];
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
     const int e = lane + 32 * j;
     s[j] = e < E_GLOBAL ? row[e] : kNegInf;
   }
-  if constexpr (SCORING == 0) {
-    float mx = kNegInf;  // fmaxf drops NaN logits
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) mx = fmaxf(mx, s[j]);
-    mx = routing_detail::key_value(
-        __reduce_max_sync(0xffffffffu, routing_detail::order_key(mx)));  // one redux, not 5 shuffles
-    float sum = 0.0f;
+  bool poisoned = false;  // kOnLogits: the row's fp32 softmax is NaN everywhere
+  if constexpr (kOnLogits) {
+    // A NaN or +inf logit, or a row of -inf, makes the softmax NaN everywhere (NaN - mx,
+    // inf - inf, -inf - -inf): every score then loses and the picks are experts 0..TOPK-1 with
+    // NaN weights, as where the probabilities are selected on, and in route_reference.
+    bool bad = false, all_masked = true;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
-      s[j] = lane + 32 * j < E_GLOBAL ? expf(s[j] - mx) : 0.0f;
-      sum += s[j];
+      c[j] = s[j];
+      if (lane + 32 * j < E_GLOBAL) {
+        bad |= s[j] != s[j] || s[j] == -kNegInf;
+        all_masked &= s[j] == kNegInf;
+      }
     }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) s[j] /= sum;
-  } else {
-#pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      s[j] = lane + 32 * j < E_GLOBAL ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
+    poisoned = __any_sync(0xffffffffu, bad) || __all_sync(0xffffffffu, all_masked);
   }
+  if constexpr (!kOnLogits || WEIGHTS) {
+    if constexpr (SCORING == 0) {
+      float mx = kNegInf;  // fmaxf drops NaN logits
 #pragma unroll
-  for (int j = 0; j < kPer; ++j) {
-    const int e = lane + 32 * j;
-    c[j] = e < E_GLOBAL ? (HAS_BIAS ? s[j] + correction_bias[e] : s[j]) : kNegInf;
+      for (int j = 0; j < kPer; ++j) mx = fmaxf(mx, s[j]);
+      mx = routing_detail::key_value(
+          __reduce_max_sync(0xffffffffu, routing_detail::order_key(mx)));  // one redux
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        s[j] = lane + 32 * j < E_GLOBAL ? expf(s[j] - mx) : 0.0f;
+        sum += s[j];
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) s[j] /= sum;
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPer; ++j)
+        s[j] = lane + 32 * j < E_GLOBAL ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
+    }
+  }
+  if constexpr (!kOnLogits) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int e = lane + 32 * j;
+      c[j] = e < E_GLOBAL ? (HAS_BIAS ? s[j] + correction_bias[e] : s[j]) : kNegInf;
+    }
   }
 
   if constexpr (N_GROUP > 1) {
@@ -223,8 +257,10 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
       from = static_cast<int>(__reduce_min_sync(
                  0xffffffffu, key[0] == best ? static_cast<unsigned>(id[0]) : 0xffffffffu)) % 32;
     ids[k] = __shfl_sync(0xffffffffu, id[0], from);
-    w[k] = __shfl_sync(0xffffffffu, s[0], from);
-    wsum += w[k];
+    if constexpr (!kOnLogits || WEIGHTS) {
+      w[k] = __shfl_sync(0xffffffffu, s[0], from);
+      wsum += w[k];
+    }
     if (lane == from) {
 #pragma unroll
       for (int j = 0; j + 1 < kPer; ++j) {
@@ -235,9 +271,46 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
       key[kPer - 1] = 0u;
     }
   }
-  const float norm = RENORMALIZE ? routed_scaling_factor / wsum : routed_scaling_factor;
+  if constexpr (kOnLogits) {
+    if (poisoned) {  // the weights are NaN already
 #pragma unroll
-  for (int k = 0; k < TOPK; ++k) w[k] *= norm;
+      for (int k = 0; k < TOPK; ++k) ids[k] = k;
+    }
+  }
+  if constexpr (!kOnLogits || WEIGHTS) {
+    const float norm = RENORMALIZE ? routed_scaling_factor / wsum : routed_scaling_factor;
+#pragma unroll
+    for (int k = 0; k < TOPK; ++k) w[k] *= norm;
+  }
+}
+
+// The weights of picks that route_token<..., WEIGHTS = false> made where it selects on the logits
+// (routing_detail::kSelectsOnLogits), the same bits as its own, lane k < TOPK returning pick k's:
+// the row is read again (L1) for the max and the sum, one division per lane, the renormalizing
+// sum in pick order. For moe_decode_down, which needs them only after its w2 preloads are issued.
+template <int E_GLOBAL, int TOPK, bool RENORMALIZE>
+__device__ __forceinline__ float softmax_weight_of_pick(const float* __restrict__ row, int id,
+                                                        float routed_scaling_factor) {
+  constexpr int kPer = (E_GLOBAL + 31) / 32;
+  static_assert(TOPK <= 32, "one lane per pick");
+  const float kNegInf = -__int_as_float(0x7f800000);
+  const int lane = threadIdx.x % 32;
+  float mx = kNegInf;  // as route_token: fmaxf drops NaN logits, one redux
+#pragma unroll
+  for (int j = 0; j < kPer; ++j)
+    if (lane + 32 * j < E_GLOBAL) mx = fmaxf(mx, row[lane + 32 * j]);
+  mx = routing_detail::key_value(__reduce_max_sync(0xffffffffu, routing_detail::order_key(mx)));
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j)
+    sum += lane + 32 * j < E_GLOBAL ? expf(row[lane + 32 * j] - mx) : 0.0f;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  const float w = lane < TOPK ? expf(row[id] - mx) / sum : 0.0f;
+  float wsum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < TOPK; ++k) wsum += __shfl_sync(0xffffffffu, w, k);
+  return w * (RENORMALIZE ? routed_scaling_factor / wsum : routed_scaling_factor);
 }
 
 template <int E_GLOBAL,     // experts in the model (router width), <= 1024

@@ -720,16 +720,17 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
     // The decode kernels (M <= 4): routing from logits, bf16 and (from sm_89) block fp8.
     for (const MoeShape& d : {cs.shape, f8}) {
       if ((d.dtype == Dtype::fp8_w8a8 && !has_fp8) || !decode_kernels_unfit(d).empty()) continue;
-      for (std::int64_t M : {1, 2})  // moe_decode_up's geometry depends on M
+      for (std::int64_t M : {1, 2}) {  // moe_decode_up's geometry depends on M, and down's on it
         specs.push_back(decode_up_spec(d, arch, true, M));
-      specs.push_back(decode_down_spec(d, arch, true));
+        specs.push_back(decode_down_spec(d, arch, true, M));
+      }
     }
   }
   {  // and from precomputed ids, once
     const MoeShape& d = shapes[0].shape;
     if (decode_kernels_unfit(d).empty()) {
       specs.push_back(decode_up_spec(d, arch, false, 1));
-      specs.push_back(decode_down_spec(d, arch, false));
+      specs.push_back(decode_down_spec(d, arch, false, 1));
     }
   }
   for (int bm : {16, 32, 64, 128, 256}) {

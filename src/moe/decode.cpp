@@ -173,13 +173,16 @@ static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, 
   for (const auto& a : r.template_args)
     if (a.first != "WARPS" && a.first != "ACT" && a.first != "QUANT_GROUP" && a.first != "TOPK")
       k.template_args.push_back(a);
+  // moe_decode_down: whether the up kernel at this M takes the bulk path (it then routes the ids
+  // only, and this kernel writes the routing's outputs).
+  if (!up) k.template_args.emplace_back("UP_BULK", g.pieces > 0 ? "true" : "false");
   k.name = fmt::format("moe_decode_{}_{}_k{}_n{}_top{}{}_{}{}", up ? "up" : "down",
                        f8 ? fmt::format("fp8b{}x{}", (*s.block_shape)[0], (*s.block_shape)[1])
                           : std::string(to_string(s.dtype)),
                        s.K, s.N, s.topk,
                        up ? g.pieces > 0 ? fmt::format("_w{}p{}", g.wpt, g.pieces)
                                          : fmt::format("_w{}b{}", g.wpt, g.batch)
-                          : std::string(),
+                          : g.pieces > 0 ? std::string("_ub") : std::string(),
                        route ? "route_" : "ids",
                        route ? r.name.substr(std::string("moe_routing_").size()) : "");
   return k;
@@ -189,8 +192,9 @@ cuda::KernelSpec decode_up_spec(const MoeShape& s, const std::string& arch, bool
                                 std::int64_t M, const DecodeGpu& gpu) {
   return decode_spec(s, arch, route, true, M, gpu);
 }
-cuda::KernelSpec decode_down_spec(const MoeShape& s, const std::string& arch, bool route) {
-  return decode_spec(s, arch, route, false, 1, {});
+cuda::KernelSpec decode_down_spec(const MoeShape& s, const std::string& arch, bool route,
+                                  std::int64_t M, const DecodeGpu& gpu) {
+  return decode_spec(s, arch, route, false, M, gpu);
 }
 
 void launch_decode(const MoeShape& s, const std::string& arch, const DecodeArgs& a,
@@ -230,8 +234,11 @@ void launch_decode(const MoeShape& s, const std::string& arch, const DecodeArgs&
                           static_cast<unsigned>(a.M * s.topk), 1},
                cuda::Dim3{static_cast<unsigned>(g.threads_up), 1, 1},
                static_cast<std::size_t>(g.smem_up), stream, up_args, lo);
-  void* down_args[] = {&logits, &bias, &ids_in, &w_in, &rsf, &act, &w2, &w2s, &out, &start, &e};
-  jit.get(decode_down_spec(s, arch, route))
+  // The routing's outputs: moe_decode_up's register path writes them, its bulk path leaves them
+  // to moe_decode_down (UP_BULK, kernels/moe_decode.cuh).
+  void* down_args[] = {&logits, &bias, &ids_in, &w_in, &ids_out, &w_out, &rsf,
+                       &act,    &w2,   &w2s,    &out,  &start,   &e};
+  jit.get(decode_down_spec(s, arch, route, a.M, gpu))
       ->launch(cuda::Dim3{static_cast<unsigned>(s.K / g.cols), static_cast<unsigned>(a.M), 1},
                cuda::Dim3{static_cast<unsigned>(g.threads_down), 1, 1}, 0, stream, down_args, lo);
 }

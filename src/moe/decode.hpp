@@ -80,7 +80,9 @@ std::int64_t decode_max_tokens(const MoeShape& shape);
 // gpu: as decode_geometry takes it (launch_decode must be given the same to run this kernel).
 cuda::KernelSpec decode_up_spec(const MoeShape& shape, const std::string& arch, bool route,
                                 std::int64_t M, const DecodeGpu& gpu = {});
-cuda::KernelSpec decode_down_spec(const MoeShape& shape, const std::string& arch, bool route);
+// The down kernel depends on M through the up kernel's path at M (UP_BULK).
+cuda::KernelSpec decode_down_spec(const MoeShape& shape, const std::string& arch, bool route,
+                                  std::int64_t M, const DecodeGpu& gpu = {});
 
 struct DecodeArgs {
   std::int64_t M = 0;

@@ -368,8 +368,9 @@ void FusedMoe::prepare(std::int64_t max_M) {
       for (std::int64_t M = 1; M <= std::min<std::int64_t>(max_M, moe::decode_max_tokens(s)); ++M) {
         cuda::KernelSpec up = moe::decode_up_spec(s, arch, route, M, decode_gpu(impl_->gpu));
         if (names.insert(up.name).second) specs.push_back(std::move(up));
+        cuda::KernelSpec down = moe::decode_down_spec(s, arch, route, M, decode_gpu(impl_->gpu));
+        if (names.insert(down.name).second) specs.push_back(std::move(down));
       }
-      specs.push_back(moe::decode_down_spec(s, arch, route));
     }
   }
 

@@ -146,6 +146,17 @@ TEST(MoeDecode, BulkCopiesAtOneTokenOnSm90WhereTheRowsFit) {
   EXPECT_EQ(arg(decode_up_spec(qf, "sm_90a", true, 1), "PIECES"), "2");
   EXPECT_EQ(arg(decode_up_spec(qf, "sm_89", true, 1), "PIECES"), "0");
   EXPECT_NE(decode_up_spec(qf, "sm_90a", true, 1).name.find("_w4p2_"), std::string::npos);
+  // The down kernel follows the up kernel's path at the same M: where up takes the bulk path
+  // (it routes the ids only), down writes the routing's outputs (UP_BULK) and is a kernel apart.
+  const auto down1 = decode_down_spec(qf, "sm_90a", true, 1, h200);
+  const auto down2 = decode_down_spec(qf, "sm_90a", true, 2, h200);
+  EXPECT_EQ(arg(down1, "UP_BULK"), "true");
+  EXPECT_EQ(arg(down2, "UP_BULK"), "false");
+  EXPECT_EQ(arg(decode_down_spec(qf, "sm_90a", true, 1, small), "UP_BULK"), "false");
+  EXPECT_EQ(arg(decode_down_spec(qf, "sm_89", true, 1, h200), "UP_BULK"), "false");
+  EXPECT_NE(down1.name, down2.name);
+  EXPECT_NE(down1.name.find("_ub"), std::string::npos);
+  EXPECT_EQ(down2.name.find("_ub"), std::string::npos);
 }
 
 TEST(MoeDecode, SpecsCarryTheirGeometryAndRouting) {
@@ -162,7 +173,7 @@ TEST(MoeDecode, SpecsCarryTheirGeometryAndRouting) {
   EXPECT_EQ(std::count_if(up1.template_args.begin(), up1.template_args.end(),
                           [](const auto& a) { return a.first == "TOPK"; }),
             1);
-  const auto down = decode_down_spec(ds, "sm_90a", false);
+  const auto down = decode_down_spec(ds, "sm_90a", false, 1);
   EXPECT_EQ(arg(down, "ROUTE"), "false");
   EXPECT_EQ(arg(down, "WPT"), "");  // the down kernel has no K split
   EXPECT_NE(down.name.find("ids"), std::string::npos);

@@ -61,15 +61,17 @@ __global__ void __launch_bounds__(256)
   if (threadIdx.x == 0) st.mark(layer, blk, 2);
 }
 
-template <bool ROUTE>
+template <bool ROUTE, bool UP_BULK>
 __global__ void __launch_bounds__(256)
-    down_k(const float* logits, const int* ids_in, const float* w_in, const void* act,
-           const unsigned char* w2, const float* w2s, void* out, Stamps st, int layer,
-           int up_blocks) {
+    down_k(const float* logits, const int* ids_in, const float* w_in, int* ids_out, float* w_out,
+           const void* act, const unsigned char* w2, const float* w2s, void* out, Stamps st,
+           int layer, int up_blocks) {
   const int blk = up_blocks + blockIdx.y * gridDim.x + blockIdx.x;
   if (threadIdx.x == 0) st.mark(layer, blk, 0);
-  decode_detail::down_block<kAct, true, kK, kN, kTopk, kB, kB, ROUTE, kE, 0, 1, 1, false, true>(
-      logits, nullptr, ids_in, w_in, 1.0f, act, w2, w2s, out, 0, kE, blockIdx.x, blockIdx.y, [&] {
+  decode_detail::down_block<kAct, true, kK, kN, kTopk, kB, kB, ROUTE, kE, 0, 1, 1, false, true,
+                            UP_BULK>(
+      logits, nullptr, ids_in, w_in, ids_out, w_out, 1.0f, act, w2, w2s, out, 0, kE, blockIdx.x,
+      blockIdx.y, [&] {
         pdl_wait();
         pdl_launch_dependents();
         __syncthreads();
@@ -184,12 +186,14 @@ void enqueue(Variant v, int M, const Set& S, Bufs& b, cudaStream_t s, Stamps st,
     return;
   }
   if (u.ids)
-    launch(down_k<false>, gd, dim3(256), s, (const float*)S.logits, (const int*)b.ids,
-           (const float*)b.wts, (const void*)b.act, (const unsigned char*)S.w2,
+    launch(down_k<false, false>, gd, dim3(256), s, (const float*)S.logits, (const int*)b.ids,
+           (const float*)b.wts, (int*)nullptr, (float*)nullptr, (const void*)b.act,
+           (const unsigned char*)S.w2,
            (const float*)S.w2s, (void*)b.out, st, layer, up_blocks(M));
   else
-    launch(down_k<true>, gd, dim3(256), s, (const float*)S.logits, (const int*)nullptr,
-           (const float*)nullptr, (const void*)b.act, (const unsigned char*)S.w2,
+    launch(u.smem > 0 ? down_k<true, true> : down_k<true, false>, gd, dim3(256), s,
+           (const float*)S.logits, (const int*)nullptr, (const float*)nullptr, b.ids, b.wts,
+           (const void*)b.act, (const unsigned char*)S.w2,
            (const float*)S.w2s, (void*)b.out, st, layer, up_blocks(M));
 }
 

@@ -4,7 +4,8 @@
 // first id, so the calls cannot overlap); the row is in L1 after the first call. Cycles per call
 // (clock64) and ns per call (globaltimer), for the anchors' routings and a few cuts of them:
 // TOPK 1 against 8 gives the cost of one pick, sigmoid against softmax the normalization's.
-// Standalone: nvcc -std=c++17 -O3 -I kernels -gencode arch=compute_90a,code=sm_90a
+// Standalone: nvcc -std=c++17 -O3 -DROUTE_IDS_TEMPLATE -I kernels
+//   -gencode arch=compute_90a,code=sm_90a
 //   -Xcompiler "-static-libstdc++ -static-libgcc" -o .devbin/route_latency
 //   bench/scripts/decode_probe/route_latency.cu ; run: .devbin/route_latency
 #include <cuda_runtime.h>
@@ -24,7 +25,9 @@ __device__ __forceinline__ unsigned long long now_ns() {
   return t;
 }
 
-template <int TOPK, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS>
+// MODE 0: ids and weights; 1: ids only (moe_decode_up's bulk path; routing.cuh with route_token's
+// WEIGHTS parameter: -DROUTE_IDS_TEMPLATE).
+template <int TOPK, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS, int MODE = 0>
 __global__ void chain(const float* logits, const float* bias, long long* out) {
   __shared__ float s_choice[kE];
   const float* row = logits;
@@ -34,9 +37,14 @@ __global__ void chain(const float* logits, const float* bias, long long* out) {
   for (int r = 0; r < kReps; ++r) {
     int ids[TOPK];
     float w[TOPK];
+#ifdef ROUTE_IDS_TEMPLATE  // routing.cuh with route_token's WEIGHTS parameter
+    route_token<kE, TOPK, SCORING, N_GROUP, TOPK_GROUP, HAS_BIAS, true, MODE == 0>(
+        row, bias, s_choice, 1.0f, ids, w);
+#else
     route_token<kE, TOPK, SCORING, N_GROUP, TOPK_GROUP, HAS_BIAS, true>(row, bias, s_choice, 1.0f,
                                                                         ids, w);
-    acc += ids[TOPK - 1] + (w[0] > 2.0f ? 1 : 0);
+#endif
+    acc += ids[TOPK - 1] + (MODE != 1 && w[0] > 2.0f ? 1 : 0);  // MODE 1: moe_decode_up's use
     row = logits + static_cast<long long>((ids[0] + r) % kRows) * kE;  // the next call waits
   }
   const long long c1 = clock64();
@@ -79,6 +87,7 @@ int main() {
   fill<<<1, 256>>>(bias, kE, 11u);
   CK(cudaDeviceSynchronize());
   run("softmax e256 top8 (Qwen3.5)", chain<8, 0, 1, 1, false>, logits, bias, d);
+  run("softmax e256 top8 ids only (decode up)", chain<8, 0, 1, 1, false, 1>, logits, bias, d);
   run("softmax e256 top1", chain<1, 0, 1, 1, false>, logits, bias, d);
   run("softmax e256 top4", chain<4, 0, 1, 1, false>, logits, bias, d);
   run("sigmoid e256 top8", chain<8, 1, 1, 1, false>, logits, bias, d);
