@@ -439,7 +439,9 @@ __device__ __forceinline__ void up_block(
 // (down_block); bf16's kernel took 93 registers that way (80 before: 3 blocks per SM to 2).
 __host__ __device__ constexpr int down_min_blocks(bool wfp8, int n, int topk,
                                                   bool selects_on_logits) {
-  return wfp8 && selects_on_logits && n <= 256 && topk <= 32 ? 32 / topk : 0;
+  // At most 16: more blocks per SM than sm_86/89/120 hold only draws a ptxas warning (TOPK = 1).
+  return wfp8 && selects_on_logits && n <= 256 && topk <= 32 ? (32 / topk < 16 ? 32 / topk : 16)
+                                                             : 0;
 }
 
 template <int ACT, bool WFP8, int K, int N, int TOPK, int BN, int BK,

@@ -7,8 +7,9 @@
 //     two largest c (HAS_BIAS, DeepSeek noaux_tc) or its largest c; only the TOPK_GROUP best
 //     groups stay eligible (c = -inf elsewhere).
 //   selected = the TOPK largest eligible c, in descending order; a tie goes to the smaller id
-//     (softmax without a bias or groups: the TOPK largest logits, the same order up to two
-//     logits whose fp32 probabilities round equal).
+//     (softmax without a bias or groups: the TOPK largest logits, which order as the fp64
+//     probabilities do; the fp32 ones can differ where rounding ties them, or where expf,
+//     accurate to 2 ulp, is not monotonic between neighbouring arguments).
 //   topk_weights[t, j] = s[selected_j] / (RENORMALIZE ? Σ_j s[selected_j] : 1) · routed_scaling_factor
 // Matches src/moe/reference.cpp route_reference (fp64) up to fp32 rounding.
 //
@@ -101,11 +102,12 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
                 "TOPK_GROUP groups must hold at least TOPK experts");
   const int lane = threadIdx.x % 32;
   // Softmax without a bias or groups selects on the logits themselves: softmax is monotonic, so
-  // the ids need not wait for the row's max, exps, sum and divisions (WEIGHTS false: about 60%
-  // of one warp's ~2450 cycles per token, on moe_decode_up's critical path before its first
-  // weight copy; bench/results/2026-12-02_h200_eighteenth_session.md). The order differs from the
-  // fp32 probabilities' only where rounding made two of them equal: the larger logit wins, as in
-  // the fp64 reference. The weights are computed as before, the same bits.
+  // the ids need not wait for the row's max, exps, sum and divisions (WEIGHTS false: 1527 cycles
+  // of one warp per token instead of 2455, on moe_decode_up's critical path before its first
+  // weight copy; bench/results/2026-12-02_h200_eighteenth_session.md). The order can differ from
+  // the fp32 probabilities' only where rounding ties two of them or reverses a pair an ulp apart
+  // (expf is accurate to 2 ulp, not monotonic by contract): the larger logit wins, as in the fp64
+  // reference. The weights are computed as before, the same bits.
   constexpr bool kOnLogits = routing_detail::kSelectsOnLogits<SCORING, N_GROUP, HAS_BIAS>;
   float s[kPer], c[kPer];
 #pragma unroll

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Registers, shared memory and stack per kernel of cubins (no GPU, no cuobjdump): reads the ELF
-symbol table and the .nv.info attributes (EIATTR_REGCOUNT 0x2f in .nv.info; EIATTR_MAX_STACK_SIZE
-0x23 and EIATTR_FRAME_SIZE 0x11 per kernel in .nv.info.<name>) and each .nv.shared.<name> size.
+symbol table, the (symbol, value) attributes of .nv.info (EIATTR_REGCOUNT 0x2f, FRAME_SIZE 0x11,
+MIN/MAX_STACK_SIZE 0x12/0x23) and each .nv.shared.<name> size.
 Usage: cubin_regs.py CUBIN... [--grep SUBSTRING]  (cubins or the kernel cache's entries:
 `MOETUNE_CACHE_DIR=D moetune kernels --compile-only --arch sm_90a`, then D/*.cubin)"""
 import struct
@@ -48,17 +48,15 @@ def kernels(path):
                 off += 3
             else:
                 off += 2
+    # (symbol, value) pairs in the global .nv.info: REGCOUNT 0x2f, FRAME_SIZE 0x11 (the stack
+    # frame: spills and local arrays), MIN_STACK_SIZE 0x12, MAX_STACK_SIZE 0x23.
+    keys = {0x2f: 'regs', 0x11: 'frame', 0x12: 'stack', 0x23: 'stack'}
     for attr, val in attrs(byname['.nv.info']):
-        if attr == 0x2f and len(val) == 8:
-            sym, regs = struct.unpack('<II', val)
-            out.setdefault(syms[sym], {})['regs'] = regs
+        if attr in keys and len(val) == 8:
+            sym, v = struct.unpack('<II', val)
+            d = out.setdefault(syms[sym], {})
+            d[keys[attr]] = max(v, d.get(keys[attr], 0))
     for n, h in secs:
-        if n.startswith('.nv.info.'):
-            k = n[len('.nv.info.'):]
-            for attr, val in attrs(h):
-                if attr in (0x23, 0x11) and len(val) == 8:
-                    _, v = struct.unpack('<II', val)
-                    out.setdefault(k, {})['stack' if attr == 0x23 else 'frame'] = v
         if n.startswith('.nv.shared.') and not n.startswith('.nv.shared.reserved'):
             out.setdefault(n[len('.nv.shared.'):], {})['smem'] = h[5]
     return out
@@ -74,7 +72,8 @@ def main():
     for path in args:
         for k, v in sorted(kernels(path).items()):
             if pat in k and 'regs' in v:
-                print(f"{v['regs']:4d} regs {v.get('stack', 0):5d} B stack {v.get('smem', 0):6d} B smem  {k}")
+                print(f"{v['regs']:4d} regs {v.get('frame', 0):5d} B frame {v.get('stack', 0):5d} B stack "
+                      f"{v.get('smem', 0):6d} B smem  {k}")
 
 
 if __name__ == '__main__':

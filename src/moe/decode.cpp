@@ -173,16 +173,18 @@ static cuda::KernelSpec decode_spec(const MoeShape& s, const std::string& arch, 
   for (const auto& a : r.template_args)
     if (a.first != "WARPS" && a.first != "ACT" && a.first != "QUANT_GROUP" && a.first != "TOPK")
       k.template_args.push_back(a);
-  // moe_decode_down: whether the up kernel at this M takes the bulk path (it then routes the ids
-  // only, and this kernel writes the routing's outputs).
-  if (!up) k.template_args.emplace_back("UP_BULK", g.pieces > 0 ? "true" : "false");
+  // moe_decode_down: whether the up kernel at this M routes and takes the bulk path (it then
+  // routes the ids only, and this kernel writes the routing's outputs; from precomputed ids one
+  // kernel serves every M).
+  const bool up_bulk = route && g.pieces > 0;
+  if (!up) k.template_args.emplace_back("UP_BULK", up_bulk ? "true" : "false");
   k.name = fmt::format("moe_decode_{}_{}_k{}_n{}_top{}{}_{}{}", up ? "up" : "down",
                        f8 ? fmt::format("fp8b{}x{}", (*s.block_shape)[0], (*s.block_shape)[1])
                           : std::string(to_string(s.dtype)),
                        s.K, s.N, s.topk,
                        up ? g.pieces > 0 ? fmt::format("_w{}p{}", g.wpt, g.pieces)
                                          : fmt::format("_w{}b{}", g.wpt, g.batch)
-                          : g.pieces > 0 ? std::string("_ub") : std::string(),
+                          : up_bulk ? std::string("_ub") : std::string(),
                        route ? "route_" : "ids",
                        route ? r.name.substr(std::string("moe_routing_").size()) : "");
   return k;
