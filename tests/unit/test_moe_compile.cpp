@@ -53,8 +53,9 @@ TEST(MoeCompileOnly, SetHasTheFusedActivationGemm) {
       if (!act) continue;
       // fp8: block-wise only, on the swap-AB (wgmma, sm_90a) kernel.
       EXPECT_EQ(s.name.find("fp8t"), std::string::npos) << s.name;
-      if (s.name.find("fp8b") != std::string::npos)
+      if (s.name.find("fp8b") != std::string::npos) {
         EXPECT_EQ(s.file, "moe_gemm_wgmma_sm90a.cuh") << s.name;
+      }
       fused.insert(s.file + " " + s.name.substr(std::string("moe_gemm_up_act_").size(), 4));
     }
     EXPECT_TRUE(fused.count("moe_gemm_mma.cuh bf16")) << arch;

@@ -153,8 +153,11 @@ TEST(Prune, SwapAbCandidatesOnlyOnHopper) {
                                          [](const KernelConfig& c) { return c.SWAP_AB == 1; });
       EXPECT_GT(swapped, 0) << fp8 << to_string(stage);
       EXPECT_LT(swapped, static_cast<long>(p.candidates.size())) << fp8 << to_string(stage);
-      for (const KernelConfig& c : p.candidates)
-        if (c.SWAP_AB == 1) EXPECT_LE(c.BLOCK_SIZE_M, 32) << config_name(c);
+      for (const KernelConfig& c : p.candidates) {
+        if (c.SWAP_AB == 1) {
+          EXPECT_LE(c.BLOCK_SIZE_M, 32) << config_name(c);
+        }
+      }
       const StagePlan q = plan_stage(rtx, 64, stage, std::nullopt);
       for (const KernelConfig& c : q.candidates) EXPECT_EQ(c.SWAP_AB, 0) << config_name(c);
     }
