@@ -1,10 +1,7 @@
 // The grouped GEMM's host side on the CPU: tiling rules, the shared-memory formula, instance
 // names and template arguments, grid and workspace bounds, and NVRTC compiles of representative
 // instances for sm_80 / sm_89 / sm_90a / sm_120 (no GPU needed).
-#include <unistd.h>
-
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -15,6 +12,7 @@
 #include "kernels/common/tile_math.cuh"
 #include "moetune/error.hpp"
 #include "gemm_test_util.hpp"
+#include "nvrtc_test.hpp"
 
 namespace moetune::gemm {
 namespace {
@@ -454,23 +452,10 @@ TEST(GemmSpec, GridAndWorkspaceBounds) {
 }
 
 // NVRTC compiles of representative instances (CPU only; skipped where NVRTC is absent).
-class GemmNvrtc : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    try {
-      (void)cuda::nvrtc_version();
-    } catch (const std::exception& e) {
-      skip_ = e.what();
-    }
-  }
-  static inline std::string skip_;
-};
+class GemmNvrtc : public test_support::NvrtcTest {};
 
 TEST_F(GemmNvrtc, CompilesRepresentativeInstancesForEachArch) {
-  if (!skip_.empty()) GTEST_SKIP() << skip_;
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("moetune-gemm-test-" + std::to_string(::getpid()));
-  cuda::Jit jit(dir.string());
+  test_support::ScratchJit jit("gemm-test");
   struct Case {
     Dtype d;
     bool block;
@@ -501,15 +486,13 @@ TEST_F(GemmNvrtc, CompilesRepresentativeInstancesForEachArch) {
     if (arch != "sm_80")
       for (const auto& k : fp8_cases)
         specs.push_back(gemm_kernel_spec(qwen_tp4(k.d, k.block), k.c, k.st, arch));
-    const auto out = jit.compile_many(specs, 2);
+    const auto out = jit->compile_many(specs, 2);
     ASSERT_EQ(out.size(), specs.size());
     for (const auto& r : out) {
       EXPECT_FALSE(r.cubin.empty()) << arch << " " << r.spec.name << "\n" << r.log;
       EXPECT_FALSE(r.lowered_name.empty()) << r.spec.name;
     }
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
 }
 
 // The PTX of the warp-specialized kernel carries the bound and the register split where
@@ -518,7 +501,6 @@ TEST_F(GemmNvrtc, CompilesRepresentativeInstancesForEachArch) {
 // and, for a wide expert, GEMM2) compiles to the 80-register launch without spilling and without
 // a setmaxnreg warning (C7508: "unable to determine register count at entry").
 TEST_F(GemmNvrtc, WarpSpecializedKernelCarriesTheRegisterSplit) {
-  if (!skip_.empty()) GTEST_SKIP() << skip_;
   const MoeShape f8 = qwen_tp4(Dtype::fp8_w8a8, true);
   const std::string ws = cuda::kernel_ptx(
       gemm_kernel_spec(f8, cfg(64, 64, 128, 8, 4, 4), GemmStage::up, "sm_90a"));
@@ -532,9 +514,7 @@ TEST_F(GemmNvrtc, WarpSpecializedKernelCarriesTheRegisterSplit) {
   EXPECT_EQ(wide.find("minnctapersm"), std::string::npos);
   EXPECT_EQ(wide.find("setmaxnreg"), std::string::npos);
 
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("moetune-ws-test-" + std::to_string(::getpid()));
-  cuda::Jit jit(dir.string());
+  test_support::ScratchJit jit("ws-test");
   std::vector<cuda::KernelSpec> specs;
   const MoeShape wide_expert = make_shape(8, 2048, 4096, 2, Dtype::fp8_w8a8, true);
   for (int st : {2, 3, 4})
@@ -543,15 +523,13 @@ TEST_F(GemmNvrtc, WarpSpecializedKernelCarriesTheRegisterSplit) {
   specs.push_back(gemm_kernel_spec(wide_expert, cfg(64, 64, 128, 8, 4, 4), GemmStage::down,
                                    "sm_90a"));
   for (auto& s : specs) s.options.push_back("--ptxas-options=-v");
-  for (const auto& r : jit.compile_many(specs, 2)) {
+  for (const auto& r : jit->compile_many(specs, 2)) {
     ASSERT_FALSE(r.cubin.empty()) << r.spec.name << "\n" << r.log;
     EXPECT_NE(r.log.find("Used 80 registers"), std::string::npos) << r.spec.name << "\n" << r.log;
     EXPECT_NE(r.log.find(" 0 bytes spill stores"), std::string::npos) << r.spec.name << "\n"
                                                                       << r.log;
     EXPECT_EQ(r.log.find("C7508"), std::string::npos) << r.spec.name << "\n" << r.log;
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
 }
 
 // Swap-AB without the producer warpgroup (GEMM2's two K-tiles) is compiled for the blocks its
@@ -569,7 +547,6 @@ TEST(GemmTileRules, SwapAbMinBlocksFollowSharedMemoryAndRegisters) {
   EXPECT_EQ(tm::gemm_swapab_min_blocks(200 * 1024, 128, 16, 16, true), 0);  // one block
 }
 TEST_F(GemmNvrtc, SwapAbGemm2IsBoundToItsSharedMemoryBlocks) {
-  if (!skip_.empty()) GTEST_SKIP() << skip_;
   const MoeShape f8 = qwen_tp4(Dtype::fp8_w8a8, true);
   const KernelConfig c = testing::swapped(cfg(16, 128, 128, 1, 4, 2));
   const std::string down = cuda::kernel_ptx(gemm_kernel_spec(f8, c, GemmStage::down, "sm_90a"));
@@ -583,10 +560,7 @@ TEST_F(GemmNvrtc, SwapAbGemm2IsBoundToItsSharedMemoryBlocks) {
 // Swap-AB instances compile for sm_90a without spilling: block fp8 GEMM1 (warp-specialized,
 // K = 3072) and GEMM2, one and two warpgroups, m16 and m32, split-K; 16-bit fused and not.
 TEST_F(GemmNvrtc, SwapAbInstancesCompileWithoutSpills) {
-  if (!skip_.empty()) GTEST_SKIP() << skip_;
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("moetune-swap-test-" + std::to_string(::getpid()));
-  cuda::Jit jit(dir.string());
+  test_support::ScratchJit jit("swap-test");
   const MoeShape f8 = qwen_tp4(Dtype::fp8_w8a8, true), b16 = qwen_tp4(Dtype::bf16, false);
   using testing::swapped;
   std::vector<cuda::KernelSpec> specs;
@@ -599,13 +573,11 @@ TEST_F(GemmNvrtc, SwapAbInstancesCompileWithoutSpills) {
   for (GemmStage st : {GemmStage::up_act, GemmStage::down})
     specs.push_back(gemm_kernel_spec(b16, swapped(cfg(16, 128, 64, 1, 4, 4)), st, "sm_90a"));
   for (auto& s : specs) s.options.push_back("--ptxas-options=-v");
-  for (const auto& r : jit.compile_many(specs, 2)) {
+  for (const auto& r : jit->compile_many(specs, 2)) {
     ASSERT_FALSE(r.cubin.empty()) << r.spec.name << "\n" << r.log;
     EXPECT_NE(r.log.find(" 0 bytes spill stores"), std::string::npos) << r.spec.name << "\n"
                                                                       << r.log;
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace

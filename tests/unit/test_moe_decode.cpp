@@ -1,20 +1,16 @@
 // The decode kernels' host side (no GPU): which shapes they take, their geometry per M, the
 // workspace they need, and what their kernel specs carry.
-#include <unistd.h>
-
 #include <algorithm>
-#include <filesystem>
 #include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "cuda/jit.hpp"
-#include "cuda/nvrtc.hpp"
 #include "moe/check.hpp"
 #include "moe/decode.hpp"
 #include "moetune/error.hpp"
 #include "moetune/fused_moe.hpp"
+#include "nvrtc_test.hpp"
 
 namespace moetune::moe {
 namespace {
@@ -210,17 +206,7 @@ TEST(MoeDecode, WorkspaceHoldsTheActivationAndNeverShrinks) {
   }
 }
 
-class DecodeNvrtc : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    try {
-      (void)cuda::nvrtc_version();
-    } catch (const std::exception& e) {
-      skip_ = e.what();
-    }
-  }
-  static inline std::string skip_;
-};
+class DecodeNvrtc : public test_support::NvrtcTest {};
 
 // The down kernel's registers (NVRTC and ptxas, no GPU): block fp8 at N = 256 with a routing
 // that selects on the logits is bound to 4 blocks of 256 threads per SM (64 registers, room for
@@ -229,7 +215,6 @@ class DecodeNvrtc : public ::testing::Test {
 // results/2026-12-02_h200_eighteenth_session.md), more would be a new cost to measure.
 // DeepSeek-V3's (sigmoid with groups) and bf16's keep ptxas's own choice: no bound in their PTX.
 TEST_F(DecodeNvrtc, DownKernelIsBoundTo64RegistersWhereTheRoutingSelectsOnTheLogits) {
-  if (!skip_.empty()) GTEST_SKIP() << skip_;
   const DecodeGpu h200{132, 227 * 1024};
   const MoeShape qf = anchor(0, "fp8_block"), ds = anchor(1, "fp8_block"), qb = anchor(0, "bf16");
   std::vector<cuda::KernelSpec> bound = {decode_down_spec(qf, "sm_90a", true, 1, h200),
@@ -242,11 +227,9 @@ TEST_F(DecodeNvrtc, DownKernelIsBoundTo64RegistersWhereTheRoutingSelectsOnTheLog
                         decode_down_spec(qb, "sm_90a", true, 2, h200)})
     EXPECT_EQ(cuda::kernel_ptx(k).find("minnctapersm"), std::string::npos) << k.name;
 
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("moetune-decode-test-" + std::to_string(::getpid()));
-  cuda::Jit jit(dir.string());
+  test_support::ScratchJit jit("decode-test");
   for (auto& k : bound) k.options.push_back("--ptxas-options=-v");
-  for (const auto& r : jit.compile_many(bound, 2)) {
+  for (const auto& r : jit->compile_many(bound, 2)) {
     ASSERT_FALSE(r.cubin.empty()) << r.spec.name << "\n" << r.log;
     std::smatch m;
     ASSERT_TRUE(std::regex_search(r.log, m, std::regex("Used ([0-9]+) registers"))) << r.log;
@@ -254,8 +237,6 @@ TEST_F(DecodeNvrtc, DownKernelIsBoundTo64RegistersWhereTheRoutingSelectsOnTheLog
     ASSERT_TRUE(std::regex_search(r.log, m, std::regex("([0-9]+) bytes spill stores"))) << r.log;
     EXPECT_LE(std::stoi(m[1].str()), 8) << r.spec.name << "\n" << r.log;
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace
