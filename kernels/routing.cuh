@@ -20,8 +20,8 @@
 // into q [M, cols] e4m3 and q_scale [M, cols / QUANT_GROUP] fp32, as quant_fp8_group does (the
 // same bits): routing and quantization are independent, so the layer runs both in one launch
 // (one stage boundary less: the quant stage took 1.0-1.3 µs at decode, `moetune profile`).
-// Shared memory (N_GROUP > 1 and E_GLOBAL / N_GROUP not a multiple of 32 only): c of each warp's
-// token, WARPS x E_GLOBAL fp32.
+// Shared memory (N_GROUP > 1 only; used where a group is not a power of two of whole lanes,
+// routing_detail::lanes_per_group): c of each warp's token, WARPS x E_GLOBAL fp32.
 #pragma once
 #include "common/pdl.cuh"
 #include "quant_fp8_group.cuh"
@@ -72,6 +72,47 @@ __device__ __forceinline__ void top2_insert(float v, float& t1, float& t2) {
   }
 }
 
+// route_token's layout: lane l holds experts kPer * l + j, j < kPer.
+__host__ __device__ constexpr int experts_per_lane(int e_global) { return (e_global + 31) / 32; }
+
+// Lanes per expert group where every group is a power of two of whole lanes (route_token's
+// butterfly over them), else 0 (a scan in shared memory).
+__host__ __device__ constexpr int lanes_per_group(int e_global, int n_group) {
+  const int per = experts_per_lane(e_global), size = e_global / n_group;
+  const int lanes = size % per == 0 ? size / per : 0;
+  return lanes > 0 && lanes <= 32 && (lanes & (lanes - 1)) == 0 ? lanes : 0;
+}
+
+// One lane's experts of a row (route_token's layout; -inf past E_GLOBAL). VEC: 16-byte loads
+// where the row is 16-byte aligned and a lane's share is whole vectors (Qwen3.5, DeepSeek-V3: 8
+// floats in two loads; the one-warp routing chain 1224 -> 1102 cycles against scalar loads,
+// decode_probe/route_picks.cu). route_token takes them for the ids alone (moe_decode_up's bulk path, on its
+// critical path): with the weights, in the down kernels and the up kernels' register path,
+// ptxas took 4-6 registers more for them (bf16 down 80 -> 86: 3 blocks per SM to 2).
+template <int E_GLOBAL, bool VEC, int PER>
+__device__ __forceinline__ void load_lane_row(const float* __restrict__ row, float (&s)[PER]) {
+  const int e0 = PER * static_cast<int>(threadIdx.x % 32);
+  const float kNegInf = -__int_as_float(0x7f800000);
+  if constexpr (VEC && PER % 4 == 0 && E_GLOBAL % 4 == 0) {
+    if ((reinterpret_cast<unsigned long long>(row) & 15u) == 0) {
+#pragma unroll
+      for (int i = 0; i < PER / 4; ++i) {
+        float4 v;
+        v.x = v.y = v.z = v.w = kNegInf;
+        // e0 + 4i < E_GLOBAL: the whole vector is (both multiples of 4).
+        if (e0 + 4 * i < E_GLOBAL) v = reinterpret_cast<const float4*>(row + e0)[i];
+        s[4 * i] = v.x;
+        s[4 * i + 1] = v.y;
+        s[4 * i + 2] = v.z;
+        s[4 * i + 3] = v.w;
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < PER; ++j) s[j] = e0 + j < E_GLOBAL ? row[e0 + j] : kNegInf;
+}
+
 // Softmax without a bias or groups: route_token selects on the logits (below).
 template <int SCORING, int N_GROUP, bool HAS_BIAS>
 inline constexpr bool kSelectsOnLogits = SCORING == 0 && !HAS_BIAS && N_GROUP == 1;
@@ -80,8 +121,8 @@ inline constexpr bool kSelectsOnLogits = SCORING == 0 && !HAS_BIAS && N_GROUP ==
 
 // One token's routing by one warp: every lane gets the TOPK ids (descending score) and their
 // final weights (renormalized and scaled). row: the token's E_GLOBAL logits; s_choice: E_GLOBAL
-// floats of shared memory of this warp (used only when N_GROUP > 1 and E_GLOBAL / N_GROUP is
-// not a multiple of 32; may be nullptr otherwise). WEIGHTS false: the ids only (w is left as it
+// floats of shared memory of this warp (used only when N_GROUP > 1 and a group is not a power of
+// two of whole lanes, routing_detail::lanes_per_group; may be nullptr otherwise). WEIGHTS false: the ids only (w is left as it
 // is; the weights' work is skipped where the selection does not need it).
 template <int E_GLOBAL, int TOPK, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
           bool RENORMALIZE, bool WEIGHTS = true>
@@ -89,7 +130,9 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
                                             const float* __restrict__ correction_bias,
                                             float* s_choice, float routed_scaling_factor,
                                             int (&ids)[TOPK], float (&w)[TOPK]) {
-  constexpr int kPer = (E_GLOBAL + 31) / 32;  // experts per lane: e = lane + 32 * j
+  // Lane l holds experts e = kPer * l + j, j < kPer (contiguous): among the lanes' heads that tie
+  // in a pick, the lowest lane holds the smallest id (below).
+  constexpr int kPer = routing_detail::experts_per_lane(E_GLOBAL);
   constexpr int kGroupSize = E_GLOBAL / N_GROUP;
   const float kNegInf = -__int_as_float(0x7f800000);
   static_assert(E_GLOBAL >= 1 && E_GLOBAL <= 1024, "E_GLOBAL must be in [1, 1024]");
@@ -110,11 +153,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
   // reference. The weights are computed as before, the same bits.
   constexpr bool kOnLogits = routing_detail::kSelectsOnLogits<SCORING, N_GROUP, HAS_BIAS>;
   float s[kPer], c[kPer];
-#pragma unroll
-  for (int j = 0; j < kPer; ++j) {
-    const int e = lane + 32 * j;
-    s[j] = e < E_GLOBAL ? row[e] : kNegInf;
-  }
+  routing_detail::load_lane_row<E_GLOBAL, !WEIGHTS>(row, s);
   bool poisoned = false;  // kOnLogits: the row's fp32 softmax is NaN everywhere
   if constexpr (kOnLogits) {
     // A NaN or +inf logit, or a row of -inf, makes the softmax NaN everywhere (NaN - mx,
@@ -124,7 +163,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       c[j] = s[j];
-      if (lane + 32 * j < E_GLOBAL) {
+      if (kPer * lane + j < E_GLOBAL) {
         bad |= s[j] != s[j] || s[j] == -kNegInf;
         all_masked &= s[j] == kNegInf;
       }
@@ -141,7 +180,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
-        s[j] = lane + 32 * j < E_GLOBAL ? expf(s[j] - mx) : 0.0f;
+        s[j] = kPer * lane + j < E_GLOBAL ? expf(s[j] - mx) : 0.0f;
         sum += s[j];
       }
 #pragma unroll
@@ -151,13 +190,13 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
     } else {
 #pragma unroll
       for (int j = 0; j < kPer; ++j)
-        s[j] = lane + 32 * j < E_GLOBAL ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
+        s[j] = kPer * lane + j < E_GLOBAL ? 1.0f / (1.0f + expf(-s[j])) : 0.0f;
     }
   }
   if constexpr (!kOnLogits) {
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
-      const int e = lane + 32 * j;
+      const int e = kPer * lane + j;
       c[j] = e < E_GLOBAL ? (HAS_BIAS ? s[j] + correction_bias[e] : s[j]) : kNegInf;
     }
   }
@@ -171,35 +210,36 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
     // winner's score to -inf kept a group twice once only -inf groups were left: fewer groups,
     // other experts than the reference's.)
     float gs[N_GROUP];
-    if constexpr (kGroupSize % 32 == 0) {
-      // Groups of whole lane columns (DeepSeek-V3: 8 groups of 32, group g = column j = g): a
-      // butterfly over the lanes merges (top1 >= top2) pairs; every lane ends with every score,
-      // without a shared-memory scan of 32 dependent loads per group on one lane.
-      constexpr int kJ = kGroupSize / 32;  // lane columns per group
+    constexpr int kLanesPerGroup = routing_detail::lanes_per_group(E_GLOBAL, N_GROUP);
+    if constexpr (kLanesPerGroup > 0) {
+      // Groups of whole lanes, a power of two of them (DeepSeek-V3: 8 groups of 32 experts, 4
+      // lanes each): each lane's top two, a butterfly over its group's lanes merging (top1 >=
+      // top2) pairs, then every lane takes each group's score from the group's first lane. (With
+      // e = lane + 32 j it was a 5-step butterfly per group, 80 shuffles.)
+      float t1 = kNegInf, t2 = kNegInf;
 #pragma unroll
-      for (int g = 0; g < N_GROUP; ++g) {
-        float t1 = kNegInf, t2 = kNegInf;
+      for (int j = 0; j < kPer; ++j) routing_detail::top2_insert(c[j], t1, t2);
 #pragma unroll
-        for (int jj = 0; jj < kJ; ++jj) routing_detail::top2_insert(c[g * kJ + jj], t1, t2);
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1) {
-          const float o1 = __shfl_xor_sync(0xffffffffu, t1, off);
-          const float o2 = __shfl_xor_sync(0xffffffffu, t2, off);
-          if (o1 > t1) {
-            t2 = fmaxf(t1, o2);
-            t1 = o1;
-          } else {
-            t2 = fmaxf(t2, o1);
-          }
+      for (int off = kLanesPerGroup / 2; off > 0; off >>= 1) {
+        const float o1 = __shfl_xor_sync(0xffffffffu, t1, off);
+        const float o2 = __shfl_xor_sync(0xffffffffu, t2, off);
+        if (o1 > t1) {
+          t2 = fmaxf(t1, o2);
+          t1 = o1;
+        } else {
+          t2 = fmaxf(t2, o1);
         }
-        gs[g] = HAS_BIAS ? t1 + t2 : t1;
       }
+      const float gscore = (HAS_BIAS && kGroupSize > 1) ? t1 + t2 : t1;
+#pragma unroll
+      for (int g = 0; g < N_GROUP; ++g)
+        gs[g] = __shfl_sync(0xffffffffu, gscore, g * kLanesPerGroup);
     } else {
-      // Other group sizes: lane g < N_GROUP scans group g in shared memory, then every lane
+      // Other group shapes: lane g < N_GROUP scans group g in shared memory, then every lane
       // takes every group's score.
 #pragma unroll
       for (int j = 0; j < kPer; ++j)
-        if (lane + 32 * j < E_GLOBAL) s_choice[lane + 32 * j] = c[j];
+        if (kPer * lane + j < E_GLOBAL) s_choice[kPer * lane + j] = c[j];
       __syncwarp();
       float gscore = kNegInf;
       if (lane < N_GROUP) {
@@ -226,7 +266,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
     }
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
-      const int e = lane + 32 * j;
+      const int e = kPer * lane + j;
       if (e < E_GLOBAL && !((keep >> (e / kGroupSize)) & 1u)) c[j] = kNegInf;
     }
   }
@@ -236,41 +276,52 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
   // the smaller id winning ties. (It once kept the sentinel 0x7fffffff when no score beat -inf;
   // the alignment then dropped the slot, and GEMM2's folded top-k sum would wait for it.)
   // Each lane sorts its experts by key (ids ascending among equal keys; key 0 past E_GLOBAL, below
-  // -inf); a pick is then the largest head over the warp: one redux and a ballot, a second redux
-  // only when heads tie (the smaller id), and the winning lane drops its head. It was a scan of
-  // the lane's kPer scores per pick, ~1.5 µs of one warp at 256 experts, on the critical path of
-  // moe_decode_up (bench/results/2026-12-01_h200_tenth_session.md).
+  // -inf); a pick is then the largest head over the warp: one redux and a ballot, the lowest lane
+  // whose head ties the largest winning (it holds the smallest id: a lane's experts are
+  // contiguous), and the winner drops its head. The winner's id and score wait in a register of
+  // its own and are gathered after the loop (a redux OR each: every other lane holds 0), off the
+  // picks' chain of dependent warp operations. The ballot is every lane's: a lane that skipped it
+  // (in an && operand) made the routing kernel fault with an illegal instruction. One warp, row
+  // in L1 (decode_probe/route_latency.cu): Qwen3.5's ids alone 1527 -> 1179 cycles, with the
+  // weights 2559 -> 2279, DeepSeek-V3 4343 -> 3516 (its groups as well, above), against the picks
+  // with a shuffle each and a second redux on tied heads, e = lane + 32 j
+  // (bench/results/2026-12-02_h200_nineteenth_session.md). It was a scan of the lane's kPer
+  // scores per pick, ~1.5 µs of one warp at 256 experts, before that (tenth session).
   unsigned key[kPer];
   int id[kPer];
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
-    const int e = lane + 32 * j;
+    const int e = kPer * lane + j;
     key[j] = e < E_GLOBAL ? routing_detail::order_key(c[j] == c[j] ? c[j] : kNegInf) : 0u;
     id[j] = e;
   }
   routing_detail::sort_desc(key, id, s);
-  float wsum = 0.0f;
+  constexpr bool kPickWeights = !kOnLogits || WEIGHTS;
+  const unsigned lower_lanes = (1u << lane) - 1u;
+  unsigned pick_id[TOPK], pick_w[kPickWeights ? TOPK : 1];
 #pragma unroll
   for (int k = 0; k < TOPK; ++k) {
     const unsigned best = __reduce_max_sync(0xffffffffu, key[0]);
-    const unsigned tied = __ballot_sync(0xffffffffu, key[0] == best);
-    int from = __ffs(tied) - 1;  // the lane holding the pick
-    if (tied & (tied - 1))       // heads tie: the smallest id among them (id % 32 is its lane)
-      from = static_cast<int>(__reduce_min_sync(
-                 0xffffffffu, key[0] == best ? static_cast<unsigned>(id[0]) : 0xffffffffu)) % 32;
-    ids[k] = __shfl_sync(0xffffffffu, id[0], from);
-    if constexpr (!kOnLogits || WEIGHTS) {
-      w[k] = __shfl_sync(0xffffffffu, s[0], from);
-      wsum += w[k];
-    }
-    if (lane == from) {
+    const bool head = key[0] == best;
+    const unsigned tied = __ballot_sync(0xffffffffu, head);  // every lane: not in a && operand
+    const bool me = head && (tied & lower_lanes) == 0;
+    pick_id[k] = me ? static_cast<unsigned>(id[0]) : 0u;
+    if constexpr (kPickWeights) pick_w[k] = me ? __float_as_uint(s[0]) : 0u;
 #pragma unroll
-      for (int j = 0; j + 1 < kPer; ++j) {
-        key[j] = key[j + 1];
-        id[j] = id[j + 1];
-        s[j] = s[j + 1];
-      }
-      key[kPer - 1] = 0u;
+    for (int j = 0; j + 1 < kPer; ++j) {
+      key[j] = me ? key[j + 1] : key[j];
+      id[j] = me ? id[j + 1] : id[j];
+      if constexpr (kPickWeights) s[j] = me ? s[j + 1] : s[j];
+    }
+    if (me) key[kPer - 1] = 0u;
+  }
+  float wsum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < TOPK; ++k) {
+    ids[k] = static_cast<int>(__reduce_or_sync(0xffffffffu, pick_id[k]));
+    if constexpr (kPickWeights) {
+      w[k] = __uint_as_float(__reduce_or_sync(0xffffffffu, pick_w[k]));
+      wsum += w[k];
     }
   }
   if constexpr (kOnLogits) {
@@ -279,7 +330,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
       for (int k = 0; k < TOPK; ++k) ids[k] = k;
     }
   }
-  if constexpr (!kOnLogits || WEIGHTS) {
+  if constexpr (kPickWeights) {
     const float norm = RENORMALIZE ? routed_scaling_factor / wsum : routed_scaling_factor;
 #pragma unroll
     for (int k = 0; k < TOPK; ++k) w[k] *= norm;
@@ -293,19 +344,19 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
 template <int E_GLOBAL, int TOPK, bool RENORMALIZE>
 __device__ __forceinline__ float softmax_weight_of_pick(const float* __restrict__ row, int id,
                                                         float routed_scaling_factor) {
-  constexpr int kPer = (E_GLOBAL + 31) / 32;
+  constexpr int kPer = routing_detail::experts_per_lane(E_GLOBAL);  // route_token's layout
   static_assert(TOPK <= 32, "one lane per pick");
   const float kNegInf = -__int_as_float(0x7f800000);
   const int lane = threadIdx.x % 32;
   float mx = kNegInf;  // as route_token: fmaxf drops NaN logits, one redux
 #pragma unroll
   for (int j = 0; j < kPer; ++j)
-    if (lane + 32 * j < E_GLOBAL) mx = fmaxf(mx, row[lane + 32 * j]);
+    if (kPer * lane + j < E_GLOBAL) mx = fmaxf(mx, row[kPer * lane + j]);
   mx = routing_detail::key_value(__reduce_max_sync(0xffffffffu, routing_detail::order_key(mx)));
   float sum = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPer; ++j)
-    sum += lane + 32 * j < E_GLOBAL ? expf(row[lane + 32 * j] - mx) : 0.0f;
+    sum += kPer * lane + j < E_GLOBAL ? expf(row[kPer * lane + j] - mx) : 0.0f;
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   const float w = lane < TOPK ? expf(row[id] - mx) / sum : 0.0f;

@@ -4,8 +4,9 @@
 // EP ranks, large values (|x| up to 2^12, where e4m3 saturates without the scale) and a decode
 // and a prefill slot count; the routing launches that quantize the hidden states in their spare
 // blocks write the quant kernel's bytes and unchanged routing outputs; grouped routing on
-// degenerate rows picks the reference's experts.
+// degenerate rows picks the reference's experts; rows full of ties pick them in its order.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -221,6 +222,64 @@ TEST(MoeStagesGpu, GroupedRoutingOnDegenerateRowsMatchesTheReference) {
                   bias ? "bias" : "no bias", M);
     }
   }
+}
+
+// Rows full of exact ties (logits from a set of four values) pick the reference's experts in
+// the reference's order (the larger score, then the smaller id), with its weights: among tied
+// heads route_token's picks take the lowest lane's (routing.cuh: a lane's experts are contiguous).
+// Softmax (selection on the logits) and sigmoid, top 1..8 of 256, 160, 72, 64 and 20 experts (8,
+// 5, 3, 2 and 1 per lane); and grouped sigmoid (8 groups, 4 kept, scored by their best expert:
+// groups of 4 lanes, a butterfly over them, except 72's groups of 3 lanes, scanned in shared
+// memory). Not with a correction bias: group
+// scores are then sums of two, whose fp32 and fp64 roundings can order equal sums differently.
+TEST(MoeStagesGpu, RoutingOnTiedRowsMatchesTheReferenceInOrder) {
+  std::string why;
+  if (!cuda::gpu_available(&why)) GTEST_SKIP() << why;
+  cuda::Context::get(0);
+  const std::string arch = cuda::query_device(0).arch();
+  cuda::Stream stream;
+  int rows = 0;
+  for (const char* scoring : {"softmax", "sigmoid", "grouped"}) {
+    for (const int E : {256, 160, 72, 64, 20}) {
+      const bool grouped = std::string(scoring) == "grouped";
+      if (grouped && E % 8 != 0) continue;
+      for (const int topk : {1, 2, 4, 8}) {
+        MoeShape s;
+        s.E = s.E_global = E;
+        s.N = 256;
+        s.K = 1024;
+        s.topk = topk;
+        s.routing.scoring = grouped ? "sigmoid" : scoring;
+        if (grouped) {
+          s.routing.n_group = 8;
+          s.routing.topk_group = 4;
+        }
+        constexpr int M = 64;
+        std::vector<float> logits(std::size_t(M) * E);
+        std::uint32_t h = 12345u + static_cast<std::uint32_t>(E * 31 + topk);
+        for (float& v : logits) {
+          h = h * 1664525u + 1013904223u;
+          v = static_cast<float>((h >> 24) % 4) - 1.5f;  // -1.5, -0.5, 0.5, 1.5
+        }
+        const std::size_t slots = std::size_t(M) * topk;
+        cuda::DeviceBuffer dl(logits.size() * 4), ids(slots * 4), w(slots * 4);
+        dl.upload(logits);
+        launch_routing(s, arch, dl.as<const float>(), nullptr, ids.as<std::int32_t>(),
+                       w.as<float>(), M, stream);
+        stream.synchronize();
+        const auto got = ids.download_as<std::int32_t>(slots);
+        const auto gw = w.download_as<float>(slots);
+        const RoutingResult ref = route_reference(logits.data(), M, E, topk, s.routing, nullptr);
+        for (std::size_t i = 0; i < slots; ++i) {
+          ASSERT_EQ(got[i], ref.topk_ids[i])
+              << scoring << " E=" << E << " topk=" << topk << " slot " << i;
+          EXPECT_NEAR(gw[i], ref.topk_weights[i], 2e-6 * (1 + std::fabs(ref.topk_weights[i])));
+        }
+        rows += M;
+      }
+    }
+  }
+  std::printf("%d tied rows routed as the reference, in its order\n", rows);
 }
 
 }  // namespace
