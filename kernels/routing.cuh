@@ -86,9 +86,10 @@ __host__ __device__ constexpr int lanes_per_group(int e_global, int n_group) {
 // One lane's experts of a row (route_token's layout; -inf past E_GLOBAL). VEC: 16-byte loads
 // where the row is 16-byte aligned and a lane's share is whole vectors (Qwen3.5, DeepSeek-V3: 8
 // floats in two loads; the one-warp routing chain 1224 -> 1102 cycles against scalar loads,
-// decode_probe/route_picks.cu). route_token takes them for the ids alone (moe_decode_up's bulk path, on its
-// critical path): with the weights, in the down kernels and the up kernels' register path,
-// ptxas took 4-6 registers more for them (bf16 down 80 -> 86: 3 blocks per SM to 2).
+// decode_probe/route_picks.cu). route_token takes them for the ids alone (moe_decode_up's bulk
+// path, on its critical path): with the weights, in the down kernels and the up kernels'
+// register path, ptxas took 4-6 registers more for them (bf16 down 80 -> 86: 3 blocks per SM
+// to 2).
 template <int E_GLOBAL, bool VEC, int PER>
 __device__ __forceinline__ void load_lane_row(const float* __restrict__ row, float (&s)[PER]) {
   const int e0 = PER * static_cast<int>(threadIdx.x % 32);
@@ -122,8 +123,9 @@ inline constexpr bool kSelectsOnLogits = SCORING == 0 && !HAS_BIAS && N_GROUP ==
 // One token's routing by one warp: every lane gets the TOPK ids (descending score) and their
 // final weights (renormalized and scaled). row: the token's E_GLOBAL logits; s_choice: E_GLOBAL
 // floats of shared memory of this warp (used only when N_GROUP > 1 and a group is not a power of
-// two of whole lanes, routing_detail::lanes_per_group; may be nullptr otherwise). WEIGHTS false: the ids only (w is left as it
-// is; the weights' work is skipped where the selection does not need it).
+// two of whole lanes, routing_detail::lanes_per_group; may be nullptr otherwise). WEIGHTS false:
+// the ids only (w is left as it is; the weights' work is skipped where the selection does not
+// need it).
 template <int E_GLOBAL, int TOPK, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
           bool RENORMALIZE, bool WEIGHTS = true>
 __device__ __forceinline__ void route_token(const float* __restrict__ row,
@@ -313,7 +315,7 @@ __device__ __forceinline__ void route_token(const float* __restrict__ row,
       id[j] = me ? id[j + 1] : id[j];
       if constexpr (kPickWeights) s[j] = me ? s[j + 1] : s[j];
     }
-    if (me) key[kPer - 1] = 0u;
+    if (me) key[kPer - 1] = 0u;  // the id and score left there never win: key 0 is below -inf
   }
   float wsum = 0.0f;
 #pragma unroll
