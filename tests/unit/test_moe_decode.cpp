@@ -8,6 +8,7 @@
 
 #include "moe/check.hpp"
 #include "moe/decode.hpp"
+#include "moe/stages.hpp"
 #include "moetune/error.hpp"
 #include "moetune/fused_moe.hpp"
 #include "nvrtc_test.hpp"
@@ -236,6 +237,44 @@ TEST_F(DecodeNvrtc, DownKernelIsBoundTo64RegistersWhereTheRoutingSelectsOnTheLog
     EXPECT_LE(std::stoi(m[1].str()), 64) << r.spec.name;
     ASSERT_TRUE(std::regex_search(r.log, m, std::regex("([0-9]+) bytes spill stores"))) << r.log;
     EXPECT_LE(std::stoi(m[1].str()), 8) << r.spec.name << "\n" << r.log;
+  }
+}
+
+// route_token's layout (a lane holds experts kPer * lane + j) at router widths off the anchors'
+// (NVRTC and ptxas, no GPU): the routing kernel (ids and weights, scalar loads) and the decode
+// up kernel's bulk path (ids only, 16-byte loads where a lane's share is whole vectors: E = 1000
+// has lanes past E) compile without spills, with a butterfly over a group's lanes (DeepSeek-V2's
+// 8 groups of 20: 4 lanes of 5) or a scan in shared memory (72 experts in groups of 9: 3 lanes).
+TEST_F(DecodeNvrtc, RoutingCompilesWithoutSpillsAtOtherRouterWidths) {
+  const DecodeGpu h200{132, 227 * 1024};
+  struct Width {
+    int E, topk, n_group, topk_group;
+    const char* scoring;
+    bool bias;
+  };
+  std::vector<cuda::KernelSpec> specs;
+  for (const Width& w : {Width{1000, 8, 1, 1, "softmax", false}, Width{384, 8, 1, 1, "sigmoid", true},
+                         Width{160, 6, 8, 3, "softmax", false}, Width{72, 4, 8, 2, "sigmoid", true},
+                         Width{20, 4, 1, 1, "softmax", false}, Width{8, 2, 1, 1, "softmax", false}}) {
+    MoeShape s = anchor(0, "fp8_block");
+    s.E = s.E_global = w.E;
+    s.topk = w.topk;
+    s.routing.scoring = w.scoring;
+    s.routing.n_group = w.n_group;
+    s.routing.topk_group = w.topk_group;
+    s.routing.correction_bias = w.bias;
+    ASSERT_EQ(decode_kernels_unfit(s), "") << w.E;
+    specs.push_back(routing_spec(s, "sm_90a"));
+    specs.push_back(decode_up_spec(s, "sm_90a", true, 1, h200));
+    EXPECT_NE(arg(specs.back(), "PIECES"), "0") << w.E;  // the bulk path: the ids alone
+  }
+  test_support::ScratchJit jit("routing-test");
+  for (auto& k : specs) k.options.push_back("--ptxas-options=-v");
+  for (const auto& r : jit->compile_many(specs, 2)) {
+    ASSERT_FALSE(r.cubin.empty()) << r.spec.name << "\n" << r.log;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.log, m, std::regex("([0-9]+) bytes spill stores"))) << r.log;
+    EXPECT_EQ(std::stoi(m[1].str()), 0) << r.spec.name << "\n" << r.log;
   }
 }
 
