@@ -257,13 +257,16 @@ TEST_F(DecodeNvrtc, RoutingCompilesWithoutSpillsAtOtherRouterWidths) {
                          Width{160, 6, 8, 3, "softmax", false}, Width{72, 4, 8, 2, "sigmoid", true},
                          Width{20, 4, 1, 1, "softmax", false}, Width{8, 2, 1, 1, "softmax", false}}) {
     MoeShape s = anchor(0, "fp8_block");
-    s.E = s.E_global = w.E;
+    s.E_global = w.E;
+    s.E = w.E <= 512 ? w.E : w.E / 2;  // FusedMoe takes at most 512 per rank: EP 2, rank 0
     s.topk = w.topk;
     s.routing.scoring = w.scoring;
     s.routing.n_group = w.n_group;
     s.routing.topk_group = w.topk_group;
     s.routing.correction_bias = w.bias;
     ASSERT_EQ(decode_kernels_unfit(s), "") << w.E;
+    const FusedMoe fm(s, require_gpu("NVIDIA H200"));  // as gpu_test_moe_decode runs them
+    EXPECT_TRUE(fm.uses_decode_kernels(1) && fm.uses_decode_kernels(2)) << w.E;
     specs.push_back(routing_spec(s, "sm_90a"));
     specs.push_back(decode_up_spec(s, "sm_90a", true, 1, h200));
     EXPECT_NE(arg(specs.back(), "PIECES"), "0") << w.E;  // the bulk path: the ids alone
