@@ -23,6 +23,7 @@
 #include "moe/reference.hpp"
 #include "moetune/fused_moe.hpp"
 #include "test_moe_common.hpp"
+#include "tests/unit/router_widths.hpp"
 
 namespace moetune::moe {
 namespace {
@@ -145,41 +146,25 @@ TEST(MoeDecodeGpu, MatchesTheStageKernelsWithOtherRanksSlots) {
   }
 }
 
-// Router widths off the anchors (route_token keeps a lane's experts contiguous): the decode
-// kernels route as the stage kernels do, the same ids and weight bits, at M = 1 (the bulk path:
-// the up kernel routes the ids alone, 16-byte row loads, lanes past E at E = 1000; the down
+// Router widths off the anchors (tests/unit/router_widths.hpp; route_token keeps a lane's
+// experts contiguous): the decode kernels route as the stage kernels do, the same ids and weight
+// bits, at M = 1 (the bulk path: the up kernel routes the ids alone, 16-byte row loads; the down
 // kernel computes the weights, softmax_weight_of_pick where the selection is on the logits) and
-// M = 2 (the register path: ids and weights in both kernels), on Qwen3.5 TP4's block fp8 GEMM
-// shapes with the experts and routing of: 1000 softmax top 8; 384 sigmoid with a bias top 8
-// (Kimi-K2-like); 160 softmax in 8 groups, 3 kept, top 6 (a butterfly over 4 lanes of 5); 72
-// sigmoid with a bias in 8 groups, 2 kept, top 4 (groups of 3 lanes: a scan in shared memory).
+// M = 2 (the register path: ids and weights in both kernels).
 // Not yet run on a GPU when written (nineteenth session: no device time left).
 TEST(MoeDecodeGpu, RoutesAsTheStageKernelsAtOtherRouterWidths) {
   std::string why;
   if (!cuda::gpu_available(&why)) GTEST_SKIP() << why;
   cuda::Context::get(0);
-  struct Width {
-    int E, topk, n_group, topk_group;
-    const char* scoring;
-    bool bias;
-  };
-  for (const Width& w : {Width{1000, 8, 1, 1, "softmax", false}, Width{384, 8, 1, 1, "sigmoid", true},
-                         Width{160, 6, 8, 3, "softmax", false}, Width{72, 4, 8, 2, "sigmoid", true}}) {
-    MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
-    s.E_global = w.E;
-    s.E = w.E <= 512 ? w.E : w.E / 2;  // FusedMoe takes at most 512 per rank: EP 2, rank 0
-    s.topk = w.topk;
-    s.routing.scoring = w.scoring;
-    s.routing.n_group = w.n_group;
-    s.routing.topk_group = w.topk_group;
-    s.routing.correction_bias = w.bias;
+  for (const MoeShape& s : test_support::off_anchor_router_widths()) {
+    const int E = s.E_global;
     FusedMoe fm(s, local_gpu(), {}, {}, {});
     fm.prepare(2);
     cuda::Stream stream;
     BenchData d;
-    make_bench_weights(fm, 31 + w.E, d);
+    make_bench_weights(fm, 31 + E, d);
     for (std::int64_t M = 1; M <= 2; ++M) {
-      ASSERT_TRUE(fm.uses_decode_kernels(M)) << "E=" << w.E << " M=" << M;
+      ASSERT_TRUE(fm.uses_decode_kernels(M)) << "E=" << E << " M=" << M;
       make_bench_sets(fm, M, 1, std::size_t(1) << 34, 700 + M, d, stream);
       stream.synchronize();
       BenchSet& b = d.sets.at(0);
@@ -194,8 +179,8 @@ TEST(MoeDecodeGpu, RoutesAsTheStageKernelsAtOtherRouterWidths) {
       const auto out_s = run(fm, true, b.inputs, d, b, stream);
       b.workspace.download(ids_s.data(), slots * 4, L.topk_ids);
       b.workspace.download(w_s.data(), slots * 4, L.topk_weights);
-      EXPECT_EQ(ids_d, ids_s) << "E=" << w.E << " M=" << M;
-      EXPECT_EQ(std::memcmp(w_d.data(), w_s.data(), slots * 4), 0) << "E=" << w.E << " M=" << M;
+      EXPECT_EQ(ids_d, ids_s) << "E=" << E << " M=" << M;
+      EXPECT_EQ(std::memcmp(w_d.data(), w_s.data(), slots * 4), 0) << "E=" << E << " M=" << M;
       double num = 0, den = 0;
       std::size_t nonfinite = 0;
       for (std::size_t i = 0; i < out_d.size(); ++i) {
@@ -205,12 +190,13 @@ TEST(MoeDecodeGpu, RoutesAsTheStageKernelsAtOtherRouterWidths) {
         num += (a - r) * (a - r);
         den += r * r;
       }
-      EXPECT_EQ(nonfinite, 0u) << "E=" << w.E << " M=" << M;
+      EXPECT_EQ(nonfinite, 0u) << "E=" << E << " M=" << M;
       const double rel = den > 0 ? std::sqrt(num / den) : 0.0;
       // (E = 1000 runs rank 0 of EP 2: a token whose slots are all rank 1's is 0 in both.)
-      EXPECT_LT(rel, 2e-2) << "E=" << w.E << " M=" << M;  // as the anchors' fp8 above
-      std::printf("E=%-4d top%d %s%s M=%lld: decode vs stage rel. error %.2e\n", w.E, w.topk,
-                  w.scoring, w.n_group > 1 ? " grouped" : "", static_cast<long long>(M), rel);
+      EXPECT_LT(rel, 2e-2) << "E=" << E << " M=" << M;  // as the anchors' fp8 above
+      std::printf("E=%-4d top%d %s%s M=%lld: decode vs stage rel. error %.2e\n", E, s.topk,
+                  s.routing.scoring.c_str(), s.routing.n_group > 1 ? " grouped" : "",
+                  static_cast<long long>(M), rel);
       std::fflush(stdout);
     }
   }

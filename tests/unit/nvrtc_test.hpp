@@ -1,11 +1,13 @@
 // NVRTC-only unit tests (no GPU needed): a fixture that skips its tests where NVRTC cannot be
-// loaded, and a Jit whose kernel cache is a scratch folder removed with it. Used by
+// loaded, a Jit whose kernel cache is a scratch folder removed with it, and a reader of ptxas's
+// verbose log. Used by
 // test_gemm_spec.cpp and test_moe_decode.cpp (compiles with `--ptxas-options=-v` read the
 // registers and spills from the log).
 #pragma once
 #include <unistd.h>
 
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <system_error>
 
@@ -50,5 +52,12 @@ class ScratchJit {
   std::filesystem::path dir_;
   cuda::Jit jit_;
 };
+
+// A count from a `--ptxas-options=-v` log: the number captured by `pattern` (one group, e.g.
+// "Used ([0-9]+) registers", "([0-9]+) bytes spill stores"), -1 when the log has no such line.
+inline int ptxas_count(const std::string& log, const char* pattern) {
+  std::smatch m;
+  return std::regex_search(log, m, std::regex(pattern)) ? std::stoi(m[1].str()) : -1;
+}
 
 }  // namespace moetune::test_support
