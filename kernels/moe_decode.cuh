@@ -153,7 +153,9 @@ __device__ __forceinline__ void warp_vector(const unsigned char* __restrict__ sr
         f[i] = to_float<ACT>(raw[g][i]);
         m = fmaxf(m, fabsf(f[i]));
       }
-      m = act::warp_max(m);
+      // One redux (act::warp_amax), the same bits as quant_fp8_group: on the path to the first
+      // weight copy at M = 1 and to the products of moe_decode_down.
+      m = act::warp_amax(m);
       const float s = fmaxf(m, 1e-10f) / 448.0f;
 #pragma unroll
       for (int i = 0; i < kPer; i += 4) {

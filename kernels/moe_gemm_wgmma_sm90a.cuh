@@ -687,7 +687,7 @@ __global__ void __launch_bounds__(
           v[c] = __bfloat162float(__ushort_as_bfloat16(src[c]));
           m = fmaxf(m, fabsf(v[c]));
         }
-        m = act::warp_max(m);
+        m = act::warp_amax(m);
         const float sc = fmaxf(m, 1e-10f) / 448.0f;
         const int col = out_n0 + g * kSBK + lane * kPerLane;  // first intermediate column
         unsigned* dst = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(out) +

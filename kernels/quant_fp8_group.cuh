@@ -68,7 +68,7 @@ __device__ __forceinline__ void quant_fp8_group_rows(const void* __restrict__ x,
     float m = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) m = fmaxf(m, fabsf(f[i]));
-    m = act::warp_max(m);
+    m = act::warp_amax(m);
     const float s = fmaxf(m, 1e-10f) / kFp8Max;
     unsigned char out[kPerLane];
 #pragma unroll

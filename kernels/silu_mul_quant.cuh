@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(THREADS)
     float m = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) m = fmaxf(m, fabsf(a[i]));
-    m = act::warp_max(m);
+    m = act::warp_amax(m);
     const float s = fmaxf(m, 1e-10f) / kFp8Max;
     unsigned char* qp = q + slot * N + n0;
 #pragma unroll

@@ -64,6 +64,14 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// The max over the warp of v >= 0 that is never NaN (an amax from fmaxf(0, |x|...), which drops
+// NaN): such floats order as their bits do, so one redux (sm_80+) gives warp_max's bits where
+// warp_max takes five dependent shuffles. The fp8 quantizations' amax; on the decode kernels'
+// path at M = 1..4 it took 2-3% of the layer (bench/results/2026-12-02_h200_twentieth_session.md).
+__device__ __forceinline__ float warp_amax(float v) {
+  return __uint_as_float(__reduce_max_sync(0xffffffffu, __float_as_uint(v)));
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
