@@ -4,7 +4,8 @@
 // EP ranks, large values (|x| up to 2^12, where e4m3 saturates without the scale) and a decode
 // and a prefill slot count; the routing launches that quantize the hidden states in their spare
 // blocks write the quant kernel's bytes and unchanged routing outputs; grouped routing on
-// degenerate rows picks the reference's experts; rows full of ties pick them in its order.
+// degenerate rows picks the reference's experts; rows full of ties pick them in its order; the
+// quant kernel gives the reference's scales and bytes on groups made to catch a wrong amax.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -83,6 +84,74 @@ TEST(MoeStagesGpu, SiluMulQuantMatchesTheTwoKernels) {
     std::printf("M=%lld: %zu fp8 bytes and %zu scales identical (%zu nonzero bytes)\n",
                 static_cast<long long>(M), nq, ns, nonzero);
   }
+}
+
+// Block fp8: the quant kernel's scales and bytes are the fp32 reference's, bit for bit, on groups
+// made to catch a wrong warp amax (act::warp_amax, one redux over the bits of |x|): the largest
+// magnitude at every lane position and negative, only zeros and -0.0 (scale 1e-10 / 448),
+// subnormal bf16, the largest magnitude tied between signs, a NaN beside finite values (the
+// amax skips it; its byte is not compared), values that round to e4m3 ties.
+TEST(MoeStagesGpu, QuantKernelMatchesTheReferenceBitForBit) {
+  std::string why;
+  if (!cuda::gpu_available(&why)) GTEST_SKIP() << why;
+  cuda::Context::get(0);
+  const std::string arch = cuda::query_device(0).arch();
+  constexpr int kGroup = 128, kGroups = 6, kCols = kGroup * kGroups;
+  constexpr std::int64_t kRows = 64;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<std::uint16_t> x(std::size_t(kRows) * kCols);
+  std::vector<char> is_nan(x.size(), 0);
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    for (int g = 0; g < kGroups; ++g) {
+      const int peak = static_cast<int>((r * kGroups + g) * 37 % kGroup);  // every lane, in turn
+      for (int i = 0; i < kGroup; ++i) {
+        const std::size_t at = std::size_t(r) * kCols + std::size_t(g) * kGroup + i;
+        double v = 0.0;
+        switch (g) {
+          case 0: v = i == peak ? -7.5 : 4.0 * u(rng); break;   // a negative peak
+          case 1: v = i % 2 ? -0.0 : 0.0; break;                // zeros only
+          case 2: v = (i == peak ? 3.0 : 1.0) * 1e-39 * (1 + i % 5); break;  // subnormal bf16
+          case 3: v = i == peak ? 2.5 : (i == (peak + 1) % kGroup ? -2.5 : u(rng)); break;
+          case 4: v = i == peak ? std::numeric_limits<double>::quiet_NaN() : 64.0 * u(rng); break;
+          default: v = 448.0 / 1024.0 * std::round(1024.0 * u(rng)); break;  // near ties
+        }
+        x[at] = double_to_half_bits(Dtype::bf16, v);
+        is_nan[at] = std::isnan(v);
+      }
+    }
+  }
+  std::vector<double> xd(x.size()), deq(x.size()), ref_scale(std::size_t(kRows) * kGroups);
+  for (std::size_t i = 0; i < x.size(); ++i) xd[i] = half_bits_to_double(Dtype::bf16, x[i]);
+  quant_fp8_group_reference(xd.data(), kRows, kCols, kGroup, deq.data(), ref_scale.data());
+
+  cuda::Stream stream;
+  cuda::DeviceBuffer dx(x.size() * 2), q(x.size()), sc(ref_scale.size() * 4), partials(4096);
+  dx.upload(x);
+  launch_quant(Dtype::fp8_w8a8, kGroup, arch, reinterpret_cast<const void*>(dx.ptr()), kRows,
+               kCols, q.as<std::uint8_t>(), sc.as<float>(), partials.as<float>(), stream);
+  stream.synchronize();
+  const auto got_q = q.download_as<std::uint8_t>(x.size());
+  const auto got_s = sc.download_as<float>(ref_scale.size());
+  int bad_scales = 0, bad_bytes = 0;
+  for (std::size_t i = 0; i < ref_scale.size(); ++i) {
+    const float want = static_cast<float>(ref_scale[i]);
+    if (std::memcmp(&want, &got_s[i], 4) != 0 && ++bad_scales <= 3)
+      ADD_FAILURE() << "scale of row " << i / kGroups << " group " << i % kGroups << ": "
+                    << got_s[i] << ", reference " << want;
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (is_nan[i]) continue;
+    const double got = e4m3_to_double(got_q[i]) * got_s[i / kGroup];
+    if (got != deq[i] && ++bad_bytes <= 3)
+      ADD_FAILURE() << "element " << i << " (group " << (i % kCols) / kGroup << "): " << got
+                    << ", reference " << deq[i];
+  }
+  EXPECT_EQ(bad_scales, 0);
+  EXPECT_EQ(bad_bytes, 0);
+  // The groups are what they were made to be: zeros give the floor scale, the peaks set the rest.
+  EXPECT_EQ(got_s[1], static_cast<float>(1e-10 / 448.0));
+  EXPECT_EQ(got_s[0], static_cast<float>(7.5 / 448.0));
 }
 
 // Block fp8: the routing launch's spare blocks quantize the hidden states with the same bits
