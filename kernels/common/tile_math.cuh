@@ -260,6 +260,9 @@ MOETUNE_HD constexpr const char* gemm_act_violation(bool up, int dtype, int N, i
       return "block fp8 fused SiLU(gate)*up needs BLOCK_SIZE_N / 2 to be a multiple of block_k "
              "(a block quantizes whole groups of its tokens' intermediate columns), e.g. "
              "BLOCK_SIZE_N 256 for block_k 128";
+    if ((2 * N) % block_size_n != 0)
+      return "block fp8 fused SiLU(gate)*up needs 2N to be a multiple of BLOCK_SIZE_N (its "
+             "quantizing epilogue has no column tail)";
   }
   return nullptr;
 }

@@ -90,13 +90,15 @@ TEST(MoeStagesGpu, SiluMulQuantMatchesTheTwoKernels) {
 // made to catch a wrong warp amax (act::warp_amax, one redux over the bits of |x|): the largest
 // magnitude at every lane position and negative, only zeros and -0.0 (scale 1e-10 / 448),
 // subnormal bf16, the largest magnitude tied between signs, a NaN beside finite values (the
-// amax skips it; its byte is not compared), values that round to e4m3 ties.
+// amax skips it; its byte is not compared), values that round to e4m3 ties, -0.0 in lanes 0..15
+// beside positive lanes (a sign bit reaching the redux would win it). Values are compared, not
+// bytes: the reference's e4m3 of a signed zero is not pinned down.
 TEST(MoeStagesGpu, QuantKernelMatchesTheReferenceBitForBit) {
   std::string why;
   if (!cuda::gpu_available(&why)) GTEST_SKIP() << why;
   cuda::Context::get(0);
   const std::string arch = cuda::query_device(0).arch();
-  constexpr int kGroup = 128, kGroups = 6, kCols = kGroup * kGroups;
+  constexpr int kGroup = 128, kGroups = 7, kCols = kGroup * kGroups;
   constexpr std::int64_t kRows = 64;
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -114,7 +116,8 @@ TEST(MoeStagesGpu, QuantKernelMatchesTheReferenceBitForBit) {
           case 2: v = (i == peak ? 3.0 : 1.0) * 1e-39 * (1 + i % 5); break;  // subnormal bf16
           case 3: v = i == peak ? 2.5 : (i == (peak + 1) % kGroup ? -2.5 : u(rng)); break;
           case 4: v = i == peak ? std::numeric_limits<double>::quiet_NaN() : 64.0 * u(rng); break;
-          default: v = 448.0 / 1024.0 * std::round(1024.0 * u(rng)); break;  // near ties
+          case 5: v = 448.0 / 1024.0 * std::round(1024.0 * u(rng)); break;  // near ties
+          default: v = i < 64 ? -0.0 : (i == 64 + peak % 64 ? 3.0 : 2.0 * std::fabs(u(rng))); break;
         }
         x[at] = double_to_half_bits(Dtype::bf16, v);
         is_nan[at] = std::isnan(v);
@@ -128,6 +131,8 @@ TEST(MoeStagesGpu, QuantKernelMatchesTheReferenceBitForBit) {
   cuda::Stream stream;
   cuda::DeviceBuffer dx(x.size() * 2), q(x.size()), sc(ref_scale.size() * 4), partials(4096);
   dx.upload(x);
+  q.fill_u8(0xAA);
+  sc.fill_u32(0x7fc00000u);  // NaN: a scale left unwritten fails the comparison
   launch_quant(Dtype::fp8_w8a8, kGroup, arch, reinterpret_cast<const void*>(dx.ptr()), kRows,
                kCols, q.as<std::uint8_t>(), sc.as<float>(), partials.as<float>(), stream);
   stream.synchronize();
@@ -152,6 +157,7 @@ TEST(MoeStagesGpu, QuantKernelMatchesTheReferenceBitForBit) {
   // The groups are what they were made to be: zeros give the floor scale, the peaks set the rest.
   EXPECT_EQ(got_s[1], static_cast<float>(1e-10 / 448.0));
   EXPECT_EQ(got_s[0], static_cast<float>(7.5 / 448.0));
+  EXPECT_EQ(got_s[6], static_cast<float>(3.0 / 448.0));
 }
 
 // Block fp8: the routing launch's spare blocks quantize the hidden states with the same bits

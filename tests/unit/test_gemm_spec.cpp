@@ -317,6 +317,12 @@ TEST(GemmSpec, FusedActRefusals) {
   EXPECT_EQ(tm::gemm_act_violation(true, tm::kDtypeFp8Block, 256, 256, true, 256, 128), nullptr);
   EXPECT_NE(tm::gemm_act_violation(true, tm::kDtypeFp8Block, 256, 256, true, 256, 64), nullptr);
   EXPECT_NE(tm::gemm_act_violation(true, tm::kDtypeFp8Block, 192, 256, true, 256, 128), nullptr);
+  // A column tail (2N = 768 against 512-column tiles): the quantizing epilogue would write past
+  // the row; 2N a multiple of the tile is fine.
+  r = tm::gemm_act_violation(true, tm::kDtypeFp8Block, 384, 256, true, 512, 128);
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(std::string(r).find("column tail"), std::string::npos);
+  EXPECT_EQ(tm::gemm_act_violation(true, tm::kDtypeFp8Block, 512, 256, true, 512, 128), nullptr);
   EXPECT_NE(tm::gemm_act_violation(true, false, 196, 64), nullptr);   // N % 8
   // Every config of the classic space that the tile rules accept also fuses (bf16, sm_80 mma and
   // sm_90a wgmma slices), N-tails included (N = 192 with BLOCK_SIZE_N 256: 128 columns per tile).
