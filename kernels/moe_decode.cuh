@@ -599,6 +599,16 @@ __device__ __forceinline__ void down_block(
     decode_detail::store_act<ACT>(out, t * K + h0 + threadIdx.x, sum);
   }
 }
+// moe_decode_up's blocks per SM to compile for: 1 on the bulk path (PIECES > 0) where the routing
+// holds more than 8 experts per lane (E_GLOBAL > 256), else 0 (ptxas's choice). Without it
+// ptxas held that kernel at E = 1000 to 80 registers (3 blocks of 256 threads per SM) and spilled
+// 28 bytes once the fp8 amax became a redux (94 registers and no spill with the shuffles; 118
+// with this bound), though the bulk path's shared memory lets 1-2 blocks per SM run. The anchors
+// (E <= 256) keep ptxas's choice, the code that was measured; the same bound on every bulk
+// kernel is PENDING §3 (a device A/B first).
+__host__ __device__ constexpr int up_min_blocks(int pieces, int e_global) {
+  return pieces > 0 && e_global > 256 ? 1 : 0;
+}
 }  // namespace decode_detail
 
 // The two launches (src/moe/decode.cpp launch_decode): moe_decode_up, grid (N / 16, M * TOPK),
@@ -614,7 +624,7 @@ template <int ACT,          // tile_math::kDtypeBf16 / kDtypeFp16
           bool ROUTE,       // route from router_logits (else precomputed ids)
           int E_GLOBAL, int SCORING, int N_GROUP, int TOPK_GROUP, bool HAS_BIAS,
           bool RENORMALIZE>  // the routing's (routing.cuh)
-__global__ void __launch_bounds__(64 * WPT)
+__global__ void __launch_bounds__(64 * WPT, decode_detail::up_min_blocks(PIECES, E_GLOBAL))
     moe_decode_up(const float* __restrict__ router_logits,
                   const float* __restrict__ correction_bias, const int* __restrict__ topk_ids_in,
                   const float* __restrict__ topk_weights_in, int* __restrict__ topk_ids_out,
