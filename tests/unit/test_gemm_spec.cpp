@@ -291,6 +291,13 @@ TEST(GemmSpec, FusedActRefusals) {
   refused(n192, swap256_n192, "N", "N to be a multiple of block_k");
   KernelConfig swap256 = swap128;
   swap256.BLOCK_SIZE_N = 256;
+  // N = 384 with 512-column tiles: the quantizing epilogue has no column tail.
+  KernelConfig swap512 = swap128;
+  swap512.BLOCK_SIZE_N = 512;
+  swap512.num_warps = 8;
+  auto n384 = fp8b;
+  n384.N = 384;
+  refused(n384, swap512, "BLOCK_SIZE_N", "column tail");
   const auto spec = gemm_kernel_spec(fp8b, swap256, GemmStage::up_act, "sm_90a");
   EXPECT_EQ(spec.name, "moe_gemm_up_act_fp8b_wgmma_m16n256k128_g1_w4_s3_sk1_ab1_N256_K3072_topk8_b128x128");
   EXPECT_EQ(spec.template_args[14].second, "1");  // FUSED_ACT
