@@ -81,6 +81,11 @@ struct FusedMoeOptions {
   // other, each GEMM on the tensor cores with the slot's one token. The stage kernels
   // (enqueue_stage, forward_staged) are unchanged. `--no-decode-kernels` turns it off (A/B).
   bool decode_kernels = true;
+  // The persistent GEMM kernel (kernels/moe_gemms_persistent_sm90a.cuh): block fp8 on sm_90a at
+  // M <= 32 (where persistent_gemms_apply), GEMM1 with its activation and GEMM2 in one launch of
+  // one block per SM, GEMM2's weights streaming while GEMM1 finishes. The gemm1 stage then runs
+  // both GEMMs and the act and gemm2 stages enqueue nothing. `--no-persistent` turns it off (A/B).
+  bool persistent_gemms = true;
 };
 
 // Device pointers of the layer's weights (see the layout comment above).
@@ -135,6 +140,9 @@ struct MoeWorkspaceLayout {
                                          // writes only topk_ids/weights and decode_act)
   std::size_t decode_act = 0;            // their SiLU(gate)·up [M*topk, N] act (0 bytes when
                                          // the shape does not fit them; sized for min(M, 4))
+  bool persistent = false;               // the gemm1 stage runs the persistent GEMM kernel
+  std::size_t persistent_ws = 0;         // its counters and partials (sized for min(M, 32);
+  std::size_t persistent_ws_bytes = 0;   // 0 bytes where it never runs)
   std::size_t total = 0;                 // bytes needed
 };
 
@@ -190,6 +198,9 @@ class FusedMoe {
   // Whether forward runs the decode kernels for M tokens (options.decode_kernels and
   // decode_kernels_apply(shape, M)).
   bool uses_decode_kernels(std::int64_t M) const;
+  // Whether the gemm1 stage runs the persistent GEMM kernel for M tokens (options.persistent_gemms,
+  // the GPU's SMs and shared memory, and moe::persistent_applies at M with M's up config).
+  bool uses_persistent_gemms(std::int64_t M) const;
   // One stage, reading its inputs from `in`/`w` and the workspace (earlier stages' outputs);
   // `out` is used by MoeStage::reduce only. Where workspace_layout(M).gemm1_fused_act: gemm1
   // writes SiLU(gate)·up into the workspace's `act` (block fp8: act_q, act_scale) and

@@ -63,12 +63,16 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
   sub.add_flag("--no-decode-kernels", o.no_decode_kernels,
                "run the stage kernels at M <= 4 too (default: the two decode kernels there, "
                "where the shape fits them; fewer or none on some shapes)");
+  sub.add_flag("--no-persistent", o.no_persistent,
+               "run GEMM1 and GEMM2 as two stage kernels (default: block fp8 on sm_90a at "
+               "M <= 32 runs both in one persistent kernel)");
 }
 
 FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
   FusedMoeOptions f;
   f.pdl = !o.no_pdl;
   f.decode_kernels = !o.no_decode_kernels;
+  f.persistent_gemms = !o.no_persistent;
   return f;
 }
 

@@ -19,6 +19,7 @@
 #include "cuda/driver.hpp"
 #include "gemm/gemm.hpp"
 #include "moe/decode.hpp"
+#include "moe/persistent.hpp"
 #include "moe/reference.hpp"
 #include "moe/stages.hpp"
 #include "moetune/error.hpp"
@@ -499,7 +500,8 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           // --- gemm1 / act / gemm2 / reduce on the GPU's own inputs, for stage_rows tokens.
           // bf16/fp16: GEMM1 wrote SiLU(gate)·up itself (no [slots, 2N] intermediate): the
           // fused stage is checked against silu_mul of the fp64 GEMM1 reference.
-          const bool fused_act = L.gemm1_fused_act;
+          // The persistent GEMM kernel always fuses (SiLU·up quantized in its GEMM1 epilogue).
+          const bool fused_act = L.gemm1_fused_act || L.persistent;
           if (!fused_act) g.h = download<std::uint16_t>(ws, L.h, std::size_t(slots) * 2 * s.N);
           // Block fp8: one kernel quantized SiLU·up from h (no 16-bit activation in memory);
           // act_quant is then checked against the quantization of the rounded fp64 SiLU·up.
@@ -726,6 +728,11 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
       }
     }
   }
+  if (arch == "sm_90a")  // the persistent GEMM kernel (block fp8, wgmma), at its 6-slot ring
+    for (const CheckShape& cs : shapes) {
+      const MoeShape f8 = with_dtype_variant(cs.shape, "fp8_block");
+      if (persistent_unfit(f8).empty()) specs.push_back(persistent_spec(f8, arch, 6));
+    }
   {  // and from precomputed ids, once
     const MoeShape& d = shapes[0].shape;
     if (decode_kernels_unfit(d).empty()) {

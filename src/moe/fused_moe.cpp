@@ -2,6 +2,7 @@
 #include "moetune/fused_moe.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <set>
 
@@ -12,6 +13,7 @@
 #include "cuda/jit.hpp"
 #include "gemm/gemm.hpp"
 #include "moe/decode.hpp"
+#include "moe/persistent.hpp"
 #include "moe/reference.hpp"
 #include "moe/stages.hpp"
 #include "moetune/error.hpp"
@@ -137,6 +139,12 @@ struct FusedMoe::Impl {
   FusedMoeOptions opts;
   std::string arch;
   bool pdl = false;  // opts.pdl on an sm_90+ arch: every stage launch asks for PDL
+  // The persistent GEMM kernel: ring slots (0: it never runs here) and the grid the workspace
+  // is sized for (the GpuSpec's SMs); launches take at most the device's SMs (launch_grid).
+  int persistent_stages = 0;
+  int persistent_grid = 0;
+  mutable std::atomic<int> device_sms{0};
+  int launch_grid() const;
   std::vector<std::shared_ptr<cuda::LoadedKernel>> loaded;  // kept alive after prepare()
 
   struct Ptrs {
@@ -163,6 +171,19 @@ struct FusedMoe::Impl {
   }
 };
 
+// One block per SM of the current device, at most persistent_grid: every block of the
+// persistent kernel must be resident at once (its GEMM2 waits on other blocks' GEMM1 tiles).
+int FusedMoe::Impl::launch_grid() const {
+  int sms = device_sms.load(std::memory_order_relaxed);
+  if (sms == 0) {
+    CUdevice dev = 0;
+    MOETUNE_CU(cuCtxGetDevice, &dev);
+    MOETUNE_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+    device_sms.store(sms, std::memory_order_relaxed);
+  }
+  return std::min(sms, persistent_grid);
+}
+
 FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, ConfigTable down,
                    FusedMoeOptions opts)
     : impl_(std::make_unique<Impl>()) {
@@ -187,6 +208,11 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
   for (const auto& c : impl_->down_configs) impl_->block_sizes_m.insert(c.BLOCK_SIZE_M);
   impl_->arch = opts.arch.empty() ? gpu.arch() : opts.arch;
   impl_->pdl = opts.pdl && arch_supports_pdl(impl_->arch);
+  if (opts.persistent_gemms && impl_->arch == "sm_90a" && moe::persistent_unfit(shape).empty() &&
+      gpu.sm_count > 0) {
+    impl_->persistent_stages = moe::persistent_stages(shape, gpu.smem_per_block_bytes);
+    impl_->persistent_grid = impl_->persistent_stages > 0 ? gpu.sm_count : 0;
+  }
   impl_->opts = std::move(opts);
 }
 
@@ -317,6 +343,15 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
       take(impl_->opts.decode_kernels && decode_fits
                ? static_cast<std::size_t>(decode_tokens) * s.topk * s.N * act_bytes
                : 0);
+  // Sized for min(M, kPersistentMaxTokens) tokens wherever the kernel can run at all, so that
+  // the total never shrinks as M grows.
+  if (impl_->persistent_grid > 0) {
+    const std::int64_t pm = std::min<std::int64_t>(M, moe::kPersistentMaxTokens);
+    L.persistent_ws_bytes = moe::persistent_workspace_bytes(
+        s, moe::max_num_m_blocks(pm, s.topk, s.E, 16), impl_->persistent_grid);
+    L.persistent_ws = take(L.persistent_ws_bytes);
+    L.persistent = uses_persistent_gemms(M);
+  }
   L.total = off;
   return L;
 }
@@ -374,6 +409,13 @@ void FusedMoe::prepare(std::int64_t max_M) {
     }
   }
 
+  if (impl_->persistent_grid > 0)
+    for (std::int64_t M = 1; M <= std::min(max_M, moe::kPersistentMaxTokens); ++M)
+      if (uses_persistent_gemms(M)) {
+        specs.push_back(moe::persistent_spec(s, arch, impl_->persistent_stages));
+        break;
+      }
+
   auto& jit = cuda::Jit::instance();
   const auto compiled = jit.compile_many(specs);
   for (const auto& c : compiled)
@@ -427,6 +469,11 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
   // The split-K counters of this M's GEMMs: the layout moves with M, so another M's call
   // may have left data there.
   auto counters = [&](bool up) -> std::pair<std::int32_t*, int> {
+    if (L.persistent) {  // the persistent kernel's tickets and ready words (GEMM2's: none)
+      if (!up) return {nullptr, 0};
+      return {reinterpret_cast<std::int32_t*>(ws + L.persistent_ws),
+              moe::persistent_counter_ints(s, L.max_num_m_blocks)};
+    }
     const std::size_t bytes = up ? L.gemm_up_bytes : L.gemm_down_bytes;
     if (bytes == 0) return {nullptr, 0};
     const KernelConfig& c = up ? up_config(M) : down_config(M);
@@ -477,6 +524,29 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
       return;
     case MoeStage::gemm1: {
       require_weights(s, w, true);
+      if (L.persistent) {  // both GEMMs and the activation in one launch
+        require_weights(s, w, false);
+        moe::PersistentArgs a;
+        a.M = M;
+        a.max_m_blocks = L.max_num_m_blocks;
+        a.a_q = reinterpret_cast<const std::uint8_t*>(ws + L.a_q);
+        a.a_scale = reinterpret_cast<const float*>(ws + L.a_scale);
+        a.w13 = w.w13;
+        a.w13_scale = w.w13_scale;
+        a.w2 = w.w2;
+        a.w2_scale = w.w2_scale;
+        a.act_q = reinterpret_cast<std::uint8_t*>(ws + L.act_q);
+        a.act_scale = reinterpret_cast<float*>(ws + L.act_scale);
+        a.y = ws + L.y;
+        a.topk_weights = p.topk_weights;
+        a.sorted_token_ids = sorted;
+        a.expert_ids = expert_ids;
+        a.num_tokens_post_padded = ntpp;
+        a.workspace = ws + L.persistent_ws;
+        moe::launch_persistent(s, arch, impl_->persistent_stages, impl_->launch_grid(), a, stream,
+                               pdl);
+        return;
+      }
       // Fused: SiLU(gate)·up in the epilogue, straight into the activation buffer (block fp8:
       // its quantization and scales, GEMM2's input).
       const gemm::GemmStage st =
@@ -498,7 +568,7 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
       return;
     }
     case MoeStage::act:
-      if (L.gemm1_fused_act) return;  // GEMM1's epilogue wrote it
+      if (L.gemm1_fused_act || L.persistent) return;  // GEMM1's epilogue wrote it
       if (block_fp8(s)) {  // one kernel: SiLU(gate)·up and its per-token group quantization
         moe::launch_silu_mul_quant(s, arch, ws + L.h, reinterpret_cast<std::uint8_t*>(ws + L.act_q),
                                    reinterpret_cast<float*>(ws + L.act_scale), p.topk_ids, M, rank,
@@ -514,6 +584,7 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
       return;
     case MoeStage::gemm2: {
       require_weights(s, w, false);
+      if (L.persistent) return;  // the gemm1 stage's persistent kernel ran GEMM2 too
       gemm::GemmArgs a = gemm_args(gemm::GemmStage::down);
       a.a = fp8(s) ? static_cast<const void*>(ws + L.act_q) : ws + L.act;
       a.a_scale = fp8(s) ? reinterpret_cast<const float*>(ws + L.act_scale) : nullptr;
@@ -529,6 +600,12 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
       moe::launch_topk_reduce(s, arch, ws + L.y, out, p.topk_ids, M, rank, stream, pdl);
       return;
   }
+}
+
+bool FusedMoe::uses_persistent_gemms(std::int64_t M) const {
+  return impl_->persistent_grid > 0 &&
+         moe::persistent_applies(impl_->shape, M, impl_->arch, up_config(M).BLOCK_SIZE_M,
+                                 impl_->persistent_grid, impl_->gpu.smem_per_block_bytes);
 }
 
 bool FusedMoe::uses_decode_kernels(std::int64_t M) const {
