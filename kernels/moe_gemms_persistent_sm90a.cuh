@@ -44,6 +44,20 @@ __device__ __forceinline__ int ld_acquire(const int* p) {
   return v;
 }
 
+// A 4-byte global -> shared copy (through L1: .ca is the only cp.async of 4 bytes); src_bytes 0
+// zero-fills.
+__device__ __forceinline__ void cp_async_4(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ long long globaltimer() {
+  long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+
 // The consumers' own barrier (the producer warpgroup never joins it).
 __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(persistent_plan::kConsumerThreads) : "memory");
@@ -70,7 +84,8 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
                          const int* __restrict__ sorted_token_ids,  // alignment, BLOCK_SIZE_M 16
                          const int* __restrict__ expert_ids,
                          const int* __restrict__ num_tokens_post_padded, long long M,
-                         long long max_m_blocks, void* workspace) {
+                         long long max_m_blocks, void* workspace,
+                         long long* trace) {  // null, or [gridDim.x][kTraceStride] ns stamps
   using namespace persistent_plan;
   using persistent_detail::consumer_sync;
   constexpr int NT1 = up_tiles(N);
@@ -91,7 +106,10 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
   int* s_expert = reinterpret_cast<int*>(s_out + kBlockM * kOutRowBytes);  // [kMaxMBlocks]
   int* s_slot = s_expert + kMaxMBlocks;                         // [kMaxMBlocks][16]
   int* s_ticket = s_slot + kMaxMBlocks * kBlockM;               // 4 ints
-  const unsigned bar_base = ptx::smem_addr(s_ticket + 4);
+  // Each ring slot's scales, copied with its unit: GEMM1 the 16 token rows' a_scale then the 4
+  // slices' w13_scale; GEMM2 the 4 slices' w2_scale (its activation scales are in s_a2s).
+  float* s_sc = reinterpret_cast<float*>(s_ticket + 4);         // [S][kSlotScales]
+  const unsigned bar_base = ptx::smem_addr(s_sc + S * kSlotScales);
   auto full_bar = [&](int st) { return bar_base + 8u * st; };
   auto empty_bar = [&](int st) { return bar_base + 8u * (S + st); };
   const unsigned smem_base = ptx::smem_addr(smem);
@@ -106,8 +124,16 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
   float4* partials = reinterpret_cast<float4*>(static_cast<unsigned char*>(workspace) +
                                                partials_offset(max_m_blocks, N));
 
+  // trace: (0) past the PDL wait, (1) tables read, (2) first unit in, (3) GEMM1 done, (4) first
+  // m-block ready for GEMM2, (5) consumers done, (6) producer's last copy issued, (7) GEMM1 units.
+  // Then per unit idx < kTraceUnits: (8 + idx) when its data was in (consumers), (8 +
+  // kTraceUnits + idx) when the producer began its copies.
+  auto stamp = [&](int i) {
+    if (trace != nullptr) trace[blockIdx.x * kTraceStride + i] = persistent_detail::globaltimer();
+  };
   // PDL: the alignment tables and a_q come from the kernels before.
   pdl_wait();
+  if (threadIdx.x == 0) stamp(0);
   const int nmb = __ldg(num_tokens_post_padded) / kBlockM;
   const long long P = gridDim.x, c = blockIdx.x;
   const long long T1 = (long long)nmb * NT1 * KU1, I2 = (long long)nmb * NT2;
@@ -125,6 +151,10 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
     b_hi = max(b_hi, (i1 - 1) / NT2);
   }
   const int nb = static_cast<int>(b_hi - b_lo + 1);
+  // 32-bit copies for the per-unit index arithmetic (the host keeps T1 and I2 below 2^31:
+  // persistent_plan::tables_fit bounds the m-blocks).
+  const int u0i = static_cast<int>(u0), i0i = static_cast<int>(i0), b_loi = static_cast<int>(b_lo);
+  const int n1i = static_cast<int>(n1), n2i = static_cast<int>(n2);
   if (nb > kMaxMBlocks) __trap();  // the host keeps persistent_plan::tables_fit
   const long long num_slots = M * TOPK;
   for (int i = tid; i < nb * kBlockM; i += kThreads) {
@@ -140,6 +170,10 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
     }
   }
   __syncthreads();
+  if (tid == 0) {
+    stamp(1);
+    if (trace != nullptr) trace[blockIdx.x * kTraceStride + 7] = n1;
+  }
 
   // ---- producer warpgroup ---------------------------------------------------------------------
   if (tid >= kConsumerThreads) {
@@ -148,16 +182,32 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
     const int ltid = tid - kConsumerThreads;
     const int row0 = ltid / 8, chunk = ltid % 8;
     const int dst0 = row0 * kUnitK + (chunk ^ (row0 & 7)) * 16;
-    for (long long idx = 0; idx < n1 + n2; ++idx) {
+    for (int idx = 0; idx < n1i + n2i; ++idx) {
       const int st = static_cast<int>(idx % S);
       if (idx >= S) mbar::wait(empty_bar(st), static_cast<unsigned>((idx / S - 1) & 1));
+      if (ltid == 0 && idx < kTraceUnits) stamp(8 + kTraceUnits + static_cast<int>(idx));
       const unsigned base = smem_base + st * kStageBytes;
-      if (idx < n1) {
-        const long long u = u0 + idx, t = u / KU1;
-        const int k = static_cast<int>(u % KU1), j = static_cast<int>(t % NT1);
-        const int lb = static_cast<int>(t / NT1 - b_lo);
+      if (idx < n1i) {
+        const int u = u0i + idx, t = u / KU1;
+        const int k = u % KU1, j = t % NT1;
+        const int lb = t / NT1 - b_loi;
         const int e = s_expert[lb];
         if (e >= 0) {
+          // The unit's scales ride with it (the consumers would otherwise wait one L2 or DRAM
+          // round trip per unit: 1.5 µs a unit, measured): a_scale of token row ltid, or of
+          // slice ltid - 16 (warpgroup, gate / up) its w13_scale.
+          const unsigned sc_dst = ptx::smem_addr(s_sc + st * kSlotScales + ltid);
+          if (ltid < kBlockM) {
+            const int srow = s_slot[lb * kBlockM + ltid];
+            persistent_detail::cp_async_4(
+                sc_dst, srow >= 0 ? a_scale + (long long)(srow / TOPK) * KU1 + k : a_scale,
+                srow >= 0 ? 4 : 0);
+          } else if (ltid < kBlockM + 4) {
+            const int q = ltid - kBlockM;  // warpgroup q / 2, slice q % 2
+            const int row = (q % 2 == 0 ? 0 : N) + j * 128 + (q / 2) * 64;
+            persistent_detail::cp_async_4(
+                sc_dst, w13_scale + ((long long)e * (2 * N / kSBN) + row / kSBN) * KU1 + k, 4);
+          }
           const int slot = s_slot[lb * kBlockM + row0];
           ptx::cp_async_16(base + dst0,
                            slot >= 0 ? a_q + (long long)(slot / TOPK) * K + k * kUnitK + chunk * 16
@@ -174,10 +224,17 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
           }
         }
       } else {
-        const long long v = idx - n1, item = i0 + v / KU2;
-        const int k = static_cast<int>(v % KU2), jj = static_cast<int>(item % NT2);
-        const int e = s_expert[item / NT2 - b_lo];
+        const int v = idx - n1i, item = i0i + v / KU2;
+        const int k = v % KU2, jj = item % NT2;
+        const int e = s_expert[item / NT2 - b_loi];
         if (e >= 0) {
+          if (ltid >= kBlockM && ltid < kBlockM + 4) {  // slice q's w2_scale
+            const int q = ltid - kBlockM;
+            const int row = jj * kUnitRows + (q / 2) * 128 + (q % 2) * 64;
+            persistent_detail::cp_async_4(
+                ptx::smem_addr(s_sc + st * kSlotScales + ltid),
+                w2_scale + ((long long)e * (K / kSBN) + row / kSBN) * KU2 + k, 4);
+          }
           const unsigned char* wb =
               w2 + ((long long)e * K + jj * kUnitRows + row0) * N + k * kUnitK + chunk * 16;
 #pragma unroll
@@ -188,6 +245,7 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
       }
       mbar::arrive_on_cp_async(full_bar(st));
     }
+    if (ltid == 0) stamp(6);
     pdl_launch_dependents();  // the top-k sum may be scheduled (it waits for this grid)
     return;
   }
@@ -267,31 +325,18 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
       *reinterpret_cast<unsigned*>(act_q + (long long)slot * N + j * 128 + lane * 4) = word;
       if (lane == 0) act_scale[(long long)slot * KU2 + j] = sc;
     }
-    __threadfence();
-    consumer_sync();
-    if (tid == 0) atomicAdd(ready + b, 1);
+    consumer_sync();  // the tile's rows are written; one fence releases them with the count
+    if (tid == 0) {
+      __threadfence();
+      atomicAdd(ready + b, 1);
+    }
   };
 
   // ---- GEMM1: this block's units, tile segment by tile segment -------------------------------
-  struct Scales1 {
-    float a[4];
-    float w[2];
-  };
-  auto load_scales1 = [&](long long idx, Scales1& sc) {
-    const long long u = u0 + idx, t = u / KU1;
-    const int k = static_cast<int>(u % KU1), j = static_cast<int>(t % NT1);
-    const int lb = static_cast<int>(t / NT1 - b_lo);
-    const int e = s_expert[lb];
+  // This thread's scales of the unit in slot st: its 4 token columns, its warpgroup's 2 slices.
+  auto slot_w_scales = [&](int st, float (&sw)[2]) {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int slot = s_slot[lb * kBlockM + tok(q)];
-      sc.a[q] = slot < 0 ? 0.f : __ldg(a_scale + (long long)(slot / TOPK) * KU1 + k);
-    }
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int row = (i == 0 ? 0 : N) + j * 128 + wg * 64;
-      sc.w[i] = e < 0 ? 0.f : __ldg(w13_scale + ((long long)e * (2 * N / kSBN) + row / kSBN) * KU1 + k);
-    }
+    for (int i = 0; i < 2; ++i) sw[i] = s_sc[st * kSlotScales + kBlockM + 2 * wg + i];
   };
   // The block whose GEMM1 range holds unit u (ranges may be empty when T1 < P).
   auto block_of = [&](long long u) {
@@ -307,22 +352,26 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
     return partials + ((cc * 2 + which) * 4 + q) * kConsumerThreads + tid;
   };
 
-  Scales1 sc_cur, sc_next;
-  if (n1 > 0) load_scales1(0, sc_cur);
-  for (long long idx = 0; idx < n1; ++idx) {
-    const long long u = u0 + idx, t = u / KU1;
-    const int k = static_cast<int>(u % KU1), j = static_cast<int>(t % NT1);
-    const int lb = static_cast<int>(t / NT1 - b_lo);
-    const int st = static_cast<int>(idx % S);
+  for (int idx = 0; idx < n1i; ++idx) {
+    const int u = u0i + idx, t = u / KU1;
+    const int k = u % KU1, j = t % NT1;
+    const int lb = t / NT1 - b_loi;
+    const int st = idx % S;
     const bool live = s_expert[lb] >= 0;
     if (idx == 0 || k == 0) zero_acc();
     mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));
+    if (idx == 0 && tid == 0) stamp(2);
+    if (tid == 0 && idx < kTraceUnits) stamp(8 + static_cast<int>(idx));
     wgmma::fence_proxy_async();  // the producer's cp.async bytes -> our wgmma reads
-    if (idx + 1 < n1) load_scales1(idx + 1, sc_next);
-    if (live) mma_unit(st, smem_base + st * kStageBytes);
+    float sa[4], sw[2];
+    if (live) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) sa[q] = s_sc[st * kSlotScales + tok(q)];
+      slot_w_scales(st, sw);
+      mma_unit(st, smem_base + st * kStageBytes);
+    }
     if (lane == 0) mbar::arrive(empty_bar(st));
-    if (live) fold(sc_cur.a, sc_cur.w);
-    sc_cur = sc_next;
+    if (live) fold(sa, sw);
     if (!(k == KU1 - 1 || idx == n1 - 1) || !live) continue;
     // End of this block's segment of tile t.
     const bool whole = t * KU1 >= u0 && (t + 1) * KU1 <= u1;
@@ -333,9 +382,11 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
         __stcg(partial(c, t, q), make_float4(acc[q / 2][(q & 1) * 4], acc[q / 2][(q & 1) * 4 + 1],
                                              acc[q / 2][(q & 1) * 4 + 2],
                                              acc[q / 2][(q & 1) * 4 + 3]));
-      __threadfence();
-      consumer_sync();
-      if (tid == 0) *s_ticket = atomicAdd(tickets + t, 1);
+      consumer_sync();  // every thread's partial is written; one fence publishes them all
+      if (tid == 0) {
+        __threadfence();
+        *s_ticket = atomicAdd(tickets + t, 1);
+      }
       consumer_sync();
       int contributors = 0;
       for (long long cc = c0; cc <= c1; ++cc)
@@ -370,16 +421,19 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
     up_epilogue(lb, j, t / NT1);
   }
 
+  if (tid == 0) stamp(3);
+
   // ---- GEMM2: this block's items ----------------------------------------------------------------
   long long cur_b = -1;
+  bool first_ready = true;
   float row_w[4];  // routed weights of this thread's token slots in the current m-block
 #pragma unroll
   for (int q = 0; q < 4; ++q) row_w[q] = 0.f;
-  for (long long v = 0; v < n2; ++v) {
-    const long long idx = n1 + v, item = i0 + v / KU2, b = item / NT2;
-    const int k = static_cast<int>(v % KU2), jj = static_cast<int>(item % NT2);
-    const int lb = static_cast<int>(b - b_lo);
-    const int st = static_cast<int>(idx % S);
+  for (int v = 0; v < n2i; ++v) {
+    const int idx = n1i + v, item = i0i + v / KU2, b = item / NT2;
+    const int k = v % KU2, jj = item % NT2;
+    const int lb = b - b_loi;
+    const int st = idx % S;
     const int e = s_expert[lb];
     if (k == 0) {
       zero_acc();
@@ -395,7 +449,9 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
             if (++spins > (1ll << 26)) __trap();
           }
           __threadfence();
+          if (first_ready) stamp(4);
         }
+        first_ready = false;
         consumer_sync();
         for (int i = tid; i < kBlockM * KU2 * 8; i += kConsumerThreads) {
           const int r = i / (KU2 * 8), kk = (i / 8) % KU2, ch = i % 8;
@@ -421,19 +477,16 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
         consumer_sync();
       }
     }
-    float sw[2], sa[4];
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-      sw[i] = e < 0 ? 0.f
-                    : __ldg(w2_scale + ((long long)e * (K / kSBN) +
-                                        (jj * kUnitRows + wg * 128 + i * 64) / kSBN) *
-                                           KU2 +
-                            k);
-#pragma unroll
-    for (int q = 0; q < 4; ++q) sa[q] = s_a2s[tok(q) * kMaxDownUnits + k];
+    float sa[4], sw[2];
     mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));
+    if (tid == 0 && idx < kTraceUnits) stamp(8 + static_cast<int>(idx));
     wgmma::fence_proxy_async();
-    if (e >= 0) mma_unit(st, ptx::smem_addr(s_a2) + k * kATileBytes);
+    if (e >= 0) {
+      slot_w_scales(st, sw);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) sa[q] = s_a2s[tok(q) * kMaxDownUnits + k];
+      mma_unit(st, ptx::smem_addr(s_a2) + k * kATileBytes);
+    }
     if (lane == 0) mbar::arrive(empty_bar(st));
     if (e < 0) continue;
     fold(sa, sw);
@@ -462,6 +515,7 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
 
   // ---- the last block out zeroes the ready words for the next launch -------------------------
   consumer_sync();
+  if (tid == 0) stamp(5);
   if (tid == 0) {
     __threadfence();
     if (atomicAdd(done, 1) == static_cast<int>(P) - 1) {

@@ -82,10 +82,12 @@ struct FusedMoeOptions {
   // (enqueue_stage, forward_staged) are unchanged. `--no-decode-kernels` turns it off (A/B).
   bool decode_kernels = true;
   // The persistent GEMM kernel (kernels/moe_gemms_persistent_sm90a.cuh): block fp8 on sm_90a at
-  // M <= 32 (where persistent_gemms_apply), GEMM1 with its activation and GEMM2 in one launch of
-  // one block per SM, GEMM2's weights streaming while GEMM1 finishes. The gemm1 stage then runs
-  // both GEMMs and the act and gemm2 stages enqueue nothing. `--no-persistent` turns it off (A/B).
-  bool persistent_gemms = true;
+  // M <= 32 (moe::persistent_applies), GEMM1 with its activation and GEMM2 in one launch of one
+  // block per SM, GEMM2's weights streaming while GEMM1 finishes. The gemm1 stage then runs both
+  // GEMMs and the act and gemm2 stages enqueue nothing. Off by default: on the H200 it is slower
+  // than the two stage GEMMs at every size measured (Qwen3.5 fp8 TP4 M = 8: layer 55.5 against
+  // 45.3 µs; bench/results/2026-12-02_h200_twentyfirst_session.md). `--persistent` turns it on.
+  bool persistent_gemms = false;
 };
 
 // Device pointers of the layer's weights (see the layout comment above).

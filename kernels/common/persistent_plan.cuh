@@ -38,6 +38,9 @@ constexpr int kPartialBytes = kUnitRows * kBlockM * 4;  // a stream-K partial ti
 constexpr int kMaxMBlocks = 8;       // m-blocks one block's tables hold
 constexpr int kMaxDownUnits = 8;     // N / 128 up to 8 (N <= 1024)
 constexpr int kMaxStages = 6;
+constexpr int kTraceUnits = 64;      // a probe's per-unit stamps per block
+constexpr int kTraceStride = 8 + 2 * kTraceUnits;  // int64 per block in a probe's trace
+constexpr int kSlotScales = 32;      // floats of scales per ring slot (16 tokens + 4 slices)
 
 MOETUNE_HD constexpr int up_tiles(int N) { return 2 * N / kUnitRows; }  // per m-block
 MOETUNE_HD constexpr int up_units(int K) { return K / kUnitK; }        // per GEMM1 tile
@@ -45,11 +48,12 @@ MOETUNE_HD constexpr int down_items(int K) { return K / kUnitRows; }   // per m-
 MOETUNE_HD constexpr int down_units(int N) { return N / kUnitK; }      // per GEMM2 item
 
 // Dynamic shared memory: the ring, GEMM2's activation rows (one 2 KB tile per unit of its
-// reduction) and their scales, the staged output tile, the m-block tables, a ticket word, the
-// full and empty mbarriers of each slot.
+// reduction) and their scales, the staged output tile, the m-block tables, a ticket word, each
+// slot's scales, the full and empty mbarriers of each slot.
 MOETUNE_HD constexpr int smem_bytes(int stages, int N) {
   return stages * kStageBytes + down_units(N) * kATileBytes + kBlockM * kMaxDownUnits * 4 +
-         kBlockM * kOutRowBytes + kMaxMBlocks * (kBlockM + 1) * 4 + 16 + 2 * stages * 8;
+         kBlockM * kOutRowBytes + kMaxMBlocks * (kBlockM + 1) * 4 + 16 +
+         stages * kSlotScales * 4 + 2 * stages * 8;
 }
 
 // First unit (or item) of block c of p over `total`.

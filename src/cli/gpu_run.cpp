@@ -63,16 +63,16 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
   sub.add_flag("--no-decode-kernels", o.no_decode_kernels,
                "run the stage kernels at M <= 4 too (default: the two decode kernels there, "
                "where the shape fits them; fewer or none on some shapes)");
-  sub.add_flag("--no-persistent", o.no_persistent,
-               "run GEMM1 and GEMM2 as two stage kernels (default: block fp8 on sm_90a at "
-               "M <= 32 runs both in one persistent kernel)");
+  sub.add_flag("--persistent", o.persistent,
+               "block fp8 on sm_90a at M <= 32: GEMM1 and GEMM2 in one persistent kernel "
+               "(default: two stage kernels; the persistent one is slower on the H200 so far)");
 }
 
 FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
   FusedMoeOptions f;
   f.pdl = !o.no_pdl;
   f.decode_kernels = !o.no_decode_kernels;
-  f.persistent_gemms = !o.no_persistent;
+  f.persistent_gemms = o.persistent;
   return f;
 }
 

@@ -33,7 +33,7 @@ struct MeasureCliOptions {
   bool measured_ceilings = false;
   bool no_pdl = false;  // --no-pdl: plain stage launches (FusedMoeOptions::pdl = false)
   bool no_decode_kernels = false;  // --no-decode-kernels: the stage kernels at every M
-  bool no_persistent = false;  // --no-persistent: the two stage GEMMs where the persistent one runs
+  bool persistent = false;  // --persistent: the persistent GEMM kernel where it applies (A/B)
 };
 void add_measure_options(CLI::App& sub, MeasureCliOptions& o);
 // BenchOptions from the flags (no GPU work).

@@ -74,8 +74,10 @@ void launch_persistent(const MoeShape& s, const std::string& arch, int stages, i
   long long M = a.M;
   long long max_m_blocks = a.max_m_blocks;
   void* ws = a.workspace;
-  void* args[] = {&a_q, &a_scale, &w13,  &w13_scale, &w2,         &w2_scale, &act_q, &act_scale,
-                  &y,   &topk_weights, &sorted, &expert_ids, &ntpp, &M, &max_m_blocks, &ws};
+  long long* trace = a.trace;
+  void* args[] = {&a_q,  &a_scale,      &w13,    &w13_scale,  &w2,   &w2_scale,
+                  &act_q, &act_scale,   &y,      &topk_weights, &sorted, &expert_ids,
+                  &ntpp, &M,            &max_m_blocks, &ws,   &trace};
   cuda::LaunchOptions lo;
   lo.pdl = pdl;
   cuda::Jit::instance()

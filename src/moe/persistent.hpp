@@ -60,6 +60,12 @@ struct PersistentArgs {
   const std::int32_t* expert_ids = nullptr;
   const std::int32_t* num_tokens_post_padded = nullptr;
   void* workspace = nullptr;                // persistent_workspace_bytes(shape, max_m_blocks, grid)
+  // A probe's timeline (null in the layer): [grid][persistent_plan::kTraceStride] int64,
+  // globaltimer ns at (0) the PDL wait passed, (1) the tables read, (2) the first unit in shared
+  // memory, (3) GEMM1 done, (4) the first m-block ready for GEMM2, (5) the consumers done, (6)
+  // the producer's last copy issued; (7) the block's GEMM1 units; then per unit (up to 64) when
+  // its data was in, and when the producer began copying it.
+  long long* trace = nullptr;
 };
 // One launch of `grid` blocks (at most the device's SMs: every block must be resident at once),
 // a programmatic dependent launch when pdl. Throws InputError on a shape it cannot run.

@@ -31,8 +31,16 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
     for (MoeStage st : kAllMoeStages) {
       StageTiming t;
       t.stage = st;
-      const bool fused_act = gemm1_fuses_act(s, M, row.up);
-      const StageCost c = stage_cost(s, st, M, true, fused_act);
+      // The persistent GEMM kernel runs GEMM1, the activation and GEMM2 in the gemm1 stage:
+      // their costs together are its floor.
+      const bool persistent = moe.uses_persistent_gemms(M);
+      const bool fused_act = persistent || gemm1_fuses_act(s, M, row.up);
+      StageCost c = stage_cost(s, st, M, true, fused_act);
+      if (persistent && st == MoeStage::gemm1) {
+        const StageCost c2 = stage_cost(s, MoeStage::gemm2, M, true, fused_act);
+        c.bytes += c2.bytes;
+        c.flops += c2.flops;
+      }
       t.bytes = c.bytes;
       t.flops = c.flops;
       t.floor_s = std::max(c.bytes / spec.bandwidth_Bps, c.flops / spec.peak_flops);
@@ -40,9 +48,13 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       const bool fused_align = routing_fuses_align(s, M, true);  // the bench sets carry logits
       const bool fused_quant = routing_fuses_quant(s, true);
       t.runs = !(st == MoeStage::quant && (s.dtype != Dtype::fp8_w8a8 || fused_quant)) &&
-               !(st == MoeStage::act && fused_act) && !(st == MoeStage::align && fused_align);
-      if (fused_act && st == MoeStage::gemm1)
+               !(st == MoeStage::act && fused_act) && !(st == MoeStage::align && fused_align) &&
+               !(st == MoeStage::gemm2 && persistent);
+      if (persistent && st == MoeStage::gemm1)
+        t.note = "includes act and gemm2: the persistent GEMM kernel";
+      else if (fused_act && st == MoeStage::gemm1)
         t.note = "includes act: SiLU(gate)*up runs in GEMM1's epilogue";
+      if (persistent && st == MoeStage::gemm2) t.note = "in gemm1 (the persistent GEMM kernel)";
       if (fused_act && st == MoeStage::act) t.note = "fused into gemm1";
       if (fused_align && st == MoeStage::routing)
         t.note = "includes align: one block routes and aligns";

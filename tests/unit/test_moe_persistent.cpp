@@ -109,13 +109,12 @@ TEST(MoePersistent, AppliesAtDecodeSizesOnSm90a) {
   EXPECT_FALSE(persistent_applies(anchor(0, "bf16"), 8, "sm_90a", 16, 132, smem));
 }
 
-TEST(MoePersistent, LayerUsesItWithTheDefaultsAndNotWhenTurnedOff) {
+TEST(MoePersistent, LayerUsesItWhenAskedAndNotByDefault) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   const MoeShape q = anchor(0, "fp8_block");
-  FusedMoe on(q, h200);
   FusedMoeOptions o;
-  o.persistent_gemms = false;
-  FusedMoe off(q, h200, {}, {}, o);
+  o.persistent_gemms = true;
+  FusedMoe on(q, h200, {}, {}, o), off(q, h200);
   for (std::int64_t M : {1, 8, 16, 32}) {
     EXPECT_TRUE(on.uses_persistent_gemms(M)) << M;
     EXPECT_FALSE(off.uses_persistent_gemms(M)) << M;
@@ -139,7 +138,7 @@ TEST(MoePersistent, LayerUsesItWithTheDefaultsAndNotWhenTurnedOff) {
             on.workspace_layout(32).persistent_ws_bytes);
   EXPECT_FALSE(on.workspace_layout(64).persistent);
   // An arch without wgmma never takes it.
-  FusedMoeOptions a;
+  FusedMoeOptions a = o;
   a.arch = "sm_89";
   EXPECT_FALSE(FusedMoe(q, h200, {}, {}, a).uses_persistent_gemms(8));
 }
