@@ -22,7 +22,12 @@
 //   launches need no memset; FusedMoe's alignment zeroes all counters once per call as well.
 //
 // Every block must be resident at once (GEMM2 consumers wait on other blocks' GEMM1 tiles): the
-// host launches one block per SM (the shared memory allows no second one). y gets the routed
+// host launches one block per SM of the device (the shared memory allows no second one), so the
+// kernel needs the whole GPU. A grid that shares the SMs for good with other work (this layer
+// on two streams at once, a MIG slice or green context smaller than the device's SM count, a
+// long-running kernel beside it) can leave a waiting block's producer unscheduled: the wait
+// gives up after about 4 s with a launch error (__trap) instead of hanging. That and its speed
+// (slower than the stage GEMMs on the H200 so far) are why the layer runs it only when asked. y gets the routed
 // rows [M*topk, K] bf16 of valid slots on this rank's experts; the top-k sum follows.
 #pragma once
 #include <cuda_bf16.h>
@@ -135,6 +140,7 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
   pdl_wait();
   if (threadIdx.x == 0) stamp(0);
   const int nmb = __ldg(num_tokens_post_padded) / kBlockM;
+  if (nmb > max_m_blocks) __trap();  // the counters are sized for max_m_blocks
   const long long P = gridDim.x, c = blockIdx.x;
   const long long T1 = (long long)nmb * NT1 * KU1, I2 = (long long)nmb * NT2;
   const long long u0 = range_begin(c, T1, P), u1 = range_begin(c + 1, T1, P);
@@ -386,6 +392,7 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
       if (tid == 0) {
         __threadfence();
         *s_ticket = atomicAdd(tickets + t, 1);
+        __threadfence();  // acquire: the other blocks' partials, for every thread after the barrier
       }
       consumer_sync();
       int contributors = 0;
@@ -519,6 +526,7 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
   if (tid == 0) {
     __threadfence();
     if (atomicAdd(done, 1) == static_cast<int>(P) - 1) {
+      __threadfence();  // after every block's last ready increment
       for (int b = 0; b < nmb; ++b) ready[b] = 0;
       *done = 0;
       __threadfence();

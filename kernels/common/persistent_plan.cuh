@@ -90,9 +90,13 @@ MOETUNE_HD constexpr const char* shape_violation(int N, int K, int block_n, int 
   return nullptr;
 }
 
-// Ring slots that fit the per-block shared memory `smem_limit` (0 when fewer than 3 do).
+// Ring slots the layer uses: 4 where they fit the per-block shared memory `smem_limit`, else 3
+// (0 when fewer fit). More slots keep more copies outstanding and served the blocks less evenly
+// on the H200: at Qwen3.5 fp8 TP4 M = 8 the last block ended GEMM1 at 34.3 µs with 4 and 40.9
+// with 6 (bench/results/2026-12-02_h200_twentyfirst_session.md, calls 4 and 5).
+constexpr int kLayerStages = 4;
 MOETUNE_HD constexpr int stages_for(int N, int smem_limit) {
-  for (int s = kMaxStages; s >= 3; --s)
+  for (int s = kLayerStages; s >= 3; --s)
     if (smem_bytes(s, N) <= smem_limit) return s;
   return 0;
 }

@@ -728,10 +728,10 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
       }
     }
   }
-  if (arch == "sm_90a")  // the persistent GEMM kernel (block fp8, wgmma), at its 6-slot ring
+  if (arch == "sm_90a")  // the persistent GEMM kernel (block fp8, wgmma), at the layer's 4-slot ring
     for (const CheckShape& cs : shapes) {
       const MoeShape f8 = with_dtype_variant(cs.shape, "fp8_block");
-      if (persistent_unfit(f8).empty()) specs.push_back(persistent_spec(f8, arch, 6));
+      if (persistent_unfit(f8).empty()) specs.push_back(persistent_spec(f8, arch, 4));
     }
   {  // and from precomputed ids, once
     const MoeShape& d = shapes[0].shape;

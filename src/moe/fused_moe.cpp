@@ -2,7 +2,6 @@
 #include "moetune/fused_moe.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <limits>
 #include <set>
 
@@ -143,7 +142,6 @@ struct FusedMoe::Impl {
   // is sized for (the GpuSpec's SMs); launches take at most the device's SMs (launch_grid).
   int persistent_stages = 0;
   int persistent_grid = 0;
-  mutable std::atomic<int> device_sms{0};
   int launch_grid() const;
   std::vector<std::shared_ptr<cuda::LoadedKernel>> loaded;  // kept alive after prepare()
 
@@ -171,16 +169,14 @@ struct FusedMoe::Impl {
   }
 };
 
-// One block per SM of the current device, at most persistent_grid: every block of the
-// persistent kernel must be resident at once (its GEMM2 waits on other blocks' GEMM1 tiles).
+// One block per SM of the current device (asked at each launch: the object may serve another
+// device later), at most persistent_grid: every block of the persistent kernel must be resident
+// at once (its GEMM2 waits on other blocks' GEMM1 tiles).
 int FusedMoe::Impl::launch_grid() const {
-  int sms = device_sms.load(std::memory_order_relaxed);
-  if (sms == 0) {
-    CUdevice dev = 0;
-    MOETUNE_CU(cuCtxGetDevice, &dev);
-    MOETUNE_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
-    device_sms.store(sms, std::memory_order_relaxed);
-  }
+  int sms = 0;
+  CUdevice dev = 0;
+  MOETUNE_CU(cuCtxGetDevice, &dev);
+  MOETUNE_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
   return std::min(sms, persistent_grid);
 }
 

@@ -58,6 +58,13 @@ void launch_persistent(const MoeShape& s, const std::string& arch, int stages, i
   if (grid < 1) throw InputError("grid", std::to_string(grid), "must be at least 1");
   if (stages < 3 || stages > pp::kMaxStages)
     throw InputError("stages", std::to_string(stages), "must be in 3..6");
+  // A device with fewer SMs than the GpuSpec the layer was planned for (a MIG slice under the
+  // full GPU's name) gives each block more m-blocks than its tables hold.
+  if (!pp::tables_fit(a.max_m_blocks, grid))
+    throw InputError("grid", std::to_string(grid),
+                     fmt::format("too few SMs for the persistent GEMM kernel at M={} ({} m-blocks); "
+                                 "run the layer without it",
+                                 a.M, a.max_m_blocks));
   const unsigned char* a_q = a.a_q;
   const float* a_scale = a.a_scale;
   const void* w13 = a.w13;

@@ -151,7 +151,9 @@ void expect_matches_stage_gemms(const MoeShape& s, const char* label,
 // first unit, ends GEMM1, finds its first GEMM2 m-block ready and ends, in µs from the first
 // block's start (min / median / max over the blocks). Printed for the record; asserted only
 // that every block's stamps come in order.
-void timeline(const MoeShape& s, const char* label, std::int64_t M) {
+// stages 0: the layer's own ring depth; per_unit: also print three blocks' unit stamps.
+void timeline(const MoeShape& s, const char* label, std::int64_t M, int stages = 0,
+              bool per_unit = true) {
   constexpr int kStride = persistent_plan::kTraceStride;
   FusedMoeOptions o;
   o.persistent_gemms = true;
@@ -189,7 +191,7 @@ void timeline(const MoeShape& s, const char* label, std::int64_t M) {
   a.num_tokens_post_padded = reinterpret_cast<const std::int32_t*>(ws + L.num_tokens_post_padded);
   a.workspace = ws + L.persistent_ws;
   a.trace = reinterpret_cast<long long*>(trace.ptr());
-  const int stages = persistent_stages(s, local_gpu().smem_per_block_bytes);
+  if (stages == 0) stages = persistent_stages(s, local_gpu().smem_per_block_bytes);
   for (int rep = 0; rep < 3; ++rep) {  // the last of three (JIT and first-touch costs gone)
     trace.fill_u8(0);
     launch_persistent(s, fm.arch(), stages, grid, a, stream, false);
@@ -221,6 +223,7 @@ void timeline(const MoeShape& s, const char* label, std::int64_t M) {
   for (int c = 0; c < grid; ++c) order[c] = c;
   std::sort(order.begin(), order.end(), [&](int x, int y) { return t[x * 8 + 3] < t[y * 8 + 3]; });
   for (int c : {order.front(), order[grid / 2], order.back()}) {
+    if (!per_unit) break;
     std::printf("  block %d (%lld GEMM1 units): unit issued/in", c, t[c * 8 + 7]);
     for (int u = 0; u < 40; ++u) {
       const long long in = raw[c * kStride + 8 + u], is = raw[c * kStride + 8 + 64 + u];
@@ -245,6 +248,18 @@ TEST_F(MoePersistentGpu, Timeline) {
   timeline(q, "qwen3.5 tp4 fp8", 32);
   timeline(with_dtype_variant(anchor_check_shapes()[1].shape, "fp8_block"), "deepseek-v3 tp8 fp8",
            8);
+}
+
+// The ring depth: fewer slots in flight per block (call 4's timeline: with 6, 132 blocks keep
+// ~25 MB of copies outstanding, and single units waited up to 14 µs behind them).
+TEST_F(MoePersistentGpu, TimelineByRingDepth) {
+  const MoeShape q = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
+  const MoeShape ds = with_dtype_variant(anchor_check_shapes()[1].shape, "fp8_block");
+  for (int st : {3, 4, 5}) {
+    timeline(q, "qwen3.5 tp4 fp8", 8, st, false);
+    timeline(q, "qwen3.5 tp4 fp8", 32, st, false);
+    timeline(ds, "deepseek-v3 tp8 fp8", 8, st, false);
+  }
 }
 
 // Qwen3.5 TP4 (E 256, N 256, K 3072): GEMM1 is 48 units per m-block, 132 blocks: M = 1 leaves

@@ -45,17 +45,19 @@ TEST(MoePersistent, TakesBlockFp8ShapesItTiles) {
 }
 
 TEST(MoePersistent, SharedMemoryAndStages) {
-  // Six 34 KB slots and the rest within an H200 block's 227 KB; a 99 KB GPU gets none.
+  // Up to six 34 KB slots and the rest fit an H200 block's 227 KB; the layer takes 4 (measured),
+  // 3 where 4 do not fit; a 99 KB GPU gets none.
   EXPECT_EQ(pp::kStageBytes, 34816);
   EXPECT_LE(pp::smem_bytes(6, 256), 227 * 1024);
   EXPECT_GT(pp::smem_bytes(6, 256), 6 * pp::kStageBytes);
-  EXPECT_EQ(persistent_stages(anchor(0, "fp8_block"), 227 * 1024), 6);
+  EXPECT_EQ(persistent_stages(anchor(0, "fp8_block"), 227 * 1024), 4);
+  EXPECT_EQ(persistent_stages(anchor(0, "fp8_block"), pp::smem_bytes(4, 256) - 1), 3);
   EXPECT_EQ(persistent_stages(anchor(0, "fp8_block"), 99 * 1024), 0);
-  // More GEMM2 activation tiles at N = 1024 cost a slot.
+  // N = 1024: 6 more activation tiles for GEMM2, the same 4 slots.
   MoeShape wide = anchor(0, "fp8_block");
   wide.N = 1024;
   EXPECT_EQ(persistent_unfit(wide), "");
-  EXPECT_EQ(persistent_stages(wide, 227 * 1024), 5);
+  EXPECT_EQ(persistent_stages(wide, 227 * 1024), 4);
   EXPECT_EQ(pp::smem_bytes(6, 1024) - pp::smem_bytes(6, 256), 6 * pp::kATileBytes);
 }
 
@@ -143,6 +145,23 @@ TEST(MoePersistent, LayerUsesItWhenAskedAndNotByDefault) {
   EXPECT_FALSE(FusedMoe(q, h200, {}, {}, a).uses_persistent_gemms(8));
 }
 
+// A grid too small for the m-blocks (a MIG slice under the full GPU's name) is refused before
+// any launch, naming the grid.
+TEST(MoePersistent, LaunchRefusesAGridTooSmallForItsTables) {
+  PersistentArgs a;
+  a.M = 16;
+  a.max_m_blocks = 128;  // 16 SMs: 8 + 3 table rows a block
+  try {
+    launch_persistent(anchor(0, "fp8_block"), "sm_90a", 4, 16, a, nullptr, false);
+    FAIL() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.field(), "grid");
+    EXPECT_EQ(e.value(), "16");
+  }
+  EXPECT_THROW(launch_persistent(anchor(0, "fp8_block"), "sm_90a", 7, 132, a, nullptr, false),
+               InputError);
+}
+
 class PersistentNvrtc : public test_support::NvrtcTest {};
 
 // 384 threads at one block per SM: at most 170 registers each (65536 / 384), no spills, on both
@@ -151,7 +170,7 @@ class PersistentNvrtc : public test_support::NvrtcTest {};
 TEST_F(PersistentNvrtc, CompilesWithoutSpillsOnTheAnchors) {
   test_support::ScratchJit jit("persistent-nvrtc");
   for (int i : {0, 1}) {
-    cuda::KernelSpec k = persistent_spec(anchor(i, "fp8_block"), "sm_90a", 6);
+    cuda::KernelSpec k = persistent_spec(anchor(i, "fp8_block"), "sm_90a", 4);
     k.options.push_back("--ptxas-options=-v");
     const cuda::CompiledKernel c = jit->compile(k);
     ASSERT_FALSE(c.cubin.empty()) << c.log;
