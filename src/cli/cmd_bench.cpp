@@ -1,7 +1,8 @@
-// moetune bench [--config FILE] [--vs FILE2] [--hot] [--no-pdl] [--no-decode-kernels]: per-M
-// latency of the layer and the GEMM phase with 95% CI, GB/s, TFLOP/s and % of the floor; --vs
-// says faster / slower / within noise; --no-pdl launches the stages without programmatic
-// dependent launch, --no-decode-kernels runs the stage kernels at M <= 4 too (A/Bs).
+// moetune bench [--config FILE] [--vs FILE2] [--hot] [--no-pdl] [--no-decode-kernels]
+// [--persistent]: per-M latency of the layer and the GEMM phase with 95% CI, GB/s, TFLOP/s and %
+// of the floor; --vs says faster / slower / within noise; --no-pdl launches the stages without
+// programmatic dependent launch, --no-decode-kernels runs the stage kernels at M <= 4 too,
+// --persistent both block-fp8 GEMMs in one persistent kernel at M <= 32 on sm_90a (A/Bs).
 #include <algorithm>
 
 #include <fmt/format.h>
