@@ -85,8 +85,8 @@ struct FusedMoeOptions {
   // M <= 32 (moe::persistent_applies), GEMM1 with its activation and GEMM2 in one launch of one
   // block per SM, GEMM2's weights streaming while GEMM1 finishes. The gemm1 stage then runs both
   // GEMMs and the act and gemm2 stages enqueue nothing. Off by default: on the H200 it is slower
-  // than the two stage GEMMs at every size measured (Qwen3.5 fp8 TP4 M = 8: layer 55.5 against
-  // 45.3 µs; bench/results/2026-12-02_h200_twentyfirst_session.md). `--persistent` turns it on.
+  // than the two stage GEMMs at every size measured (Qwen3.5 fp8 TP4 M = 8: layer 54.0 against
+  // 45.4 µs; bench/results/2026-12-02_h200_twentyfirst_session.md). `--persistent` turns it on.
   bool persistent_gemms = false;
 };
 
