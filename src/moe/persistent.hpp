@@ -23,8 +23,9 @@ inline constexpr std::int64_t kPersistentMaxTokens = 32;
 // else why not.
 std::string persistent_unfit(const MoeShape& shape);
 
-// Ring slots for `shape` within `smem_per_block` bytes of shared memory per block (opt-in):
-// 3..6, 0 when fewer than 3 fit.
+// Ring slots the layer gives the kernel for `shape` within `smem_per_block` bytes of shared
+// memory per block (opt-in): 4 (persistent_plan::kLayerStages, measured), 3 where 4 do not fit,
+// 0 when fewer than 3 fit.
 int persistent_stages(const MoeShape& shape, int smem_per_block);
 
 // Whether a layer call of M tokens can take the kernel on `arch` with a grid of `grid` blocks
