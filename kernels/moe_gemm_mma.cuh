@@ -166,9 +166,13 @@ __global__ void __launch_bounds__(num_warps * 32)
   // the kernels before: wait before any global access, in every block (one that exited without
   // waiting could let this grid complete before its predecessor, racing the stage after us).
   pdl_wait();
-  if (pid_m * BLOCK_SIZE_M >= __ldg(num_tokens_post_padded)) return;
+  // The total and the block's expert are read together (one L2 round trip, not two): the grid
+  // lies within the tables (gemm::gemm_max_m_blocks), so expert_ids[pid_m] is in bounds before
+  // the total says whether the block has work.
+  const int total_padded = __ldg(num_tokens_post_padded);
   const int expert = __ldg(expert_ids + pid_m);
-  if (expert < 0) return;  // expert of another rank (EP)
+  // expert < 0: an expert of another rank (EP)
+  if ((pid_m * BLOCK_SIZE_M >= total_padded) | (expert < 0)) return;
   const long long num_slots = M * TOPK;
   const int n_start = pid_n * BLOCK_SIZE_N;
 

@@ -217,15 +217,20 @@ __global__ void __launch_bounds__(
   // the kernels before: wait before any global access, in every block (one that exited without
   // waiting could let this grid complete before its predecessor, racing the stage after us).
   pdl_wait();
-  if (pid_m * BLOCK_SIZE_M >= __ldg(num_tokens_post_padded)) return;
-  const int expert = __ldg(expert_ids + pid_m);
-  // The slot table's entries are read together with the block's expert (both depend on pid_m
-  // only), not one DRAM round trip after it (block fp8 layer -0.2..-1.1% at M = 8..256). Not in
-  // moe_gemm_mma.cuh: there ptxas spilled the bf16 k128 s4 up tile for it (bf16 layer +1.3%;
+  // The block's three table reads (the total, its expert, its slots) go out together, one L2
+  // round trip before the first copy instead of two: every block of the grid lies within the
+  // tables (gemm::gemm_max_m_blocks caps the grid at max_num_tokens_padded / BLOCK_SIZE_M whole
+  // blocks), so the reads are in bounds before the total says whether the block has work, and
+  // an entry past the total is never used. The slot table's entries are read with the expert
+  // (block fp8 layer -0.2..-1.1% at M = 8..256); not in moe_gemm_mma.cuh: there ptxas spilled
+  // the bf16 k128 s4 up tile for it (bf16 layer +1.3%;
   // bench/results/2026-12-01_h200_fourteenth_session.md, call 1).
+  const int total_padded = __ldg(num_tokens_post_padded);
+  const int expert = __ldg(expert_ids + pid_m);
   const int first_slot =
       tid < BLOCK_SIZE_M ? __ldg(sorted_token_ids + (long long)pid_m * BLOCK_SIZE_M + tid) : -1;
-  if (expert < 0) return;  // expert of another rank (EP)
+  // expert < 0: an expert of another rank (EP)
+  if ((pid_m * BLOCK_SIZE_M >= total_padded) | (expert < 0)) return;
   const long long num_slots = M * TOPK;
   const int n_start = pid_n * BLOCK_SIZE_N;
 

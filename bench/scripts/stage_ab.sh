@@ -6,9 +6,10 @@
 #   2. `moetune check` at CHECK_BATCH (default 8,64,257; `none` skips it) on the anchors,
 #      fp8_block and bf16;
 #   3. `moetune bench` of every side in SIDES at BENCH_BATCH on each of BENCH_MODELS
-#      (';'-separated), interleaved RUNS times. A side is NAME[@VAR=VALUE][+TABLE]: NAME `new` is
-#      .devbin/moetune, any other .devbin/NAME/moetune; VAR=VALUE is set for that run only;
-#      TABLE (a config table's path, its _down.json beside it) is passed as --config.
+#      (';'-separated), interleaved RUNS times. A side is NAME[!FLAG][@VAR=VALUE][+TABLE]: NAME
+#      `new` is .devbin/moetune, any other .devbin/NAME/moetune; FLAG is passed as --FLAG (e.g.
+#      new!no-fold-topk); VAR=VALUE is set for that run only; TABLE (a config table's path, its
+#      _down.json beside it) is passed as --config.
 # Everything lands in $OUT/ab_call.tgz; a summary is printed last.
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
@@ -29,10 +30,12 @@ for model in "${models[@]}"; do
       cfg=; [ "${side#*+}" != "$side" ] && cfg="--config ${side#*+}"
       base=${side%%+*}
       name=${base%%@*}; var=; [ "$base" != "$name" ] && var=${base#*@}
+      flag=; [ "${name#*!}" != "$name" ] && flag="--${name#*!}" && name=${name%%!*}
       bin=.devbin/$name/moetune; [ "$name" = new ] && bin=.devbin/moetune
-      tag=$(echo "$side" | tr '@=+/' '____')
+      tag=$(echo "$side" | tr '@=+/!' '_____')
       # shellcheck disable=SC2086
-      step "bench_${i}_${tag}_$run" 90 env $var "$bin" bench $model --batch "${BENCH_BATCH:-8,64}" $cfg
+      step "bench_${i}_${tag}_$run" 90 env $var "$bin" bench $model --batch "${BENCH_BATCH:-8,64}" \
+        $flag $cfg
     done
   done
   i=$((i + 1))

@@ -111,7 +111,9 @@ cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& con
 bool gemm_uses_wgmma(const MoeShape& shape, const KernelConfig& config, const std::string& arch);
 
 // The upper bound on M-blocks that can be active for M tokens (host-side, no sync):
-// min(ceil(max_num_tokens_padded / BM), ceil(M*topk / BM) + min(E, M*topk)).
+// min(floor(max_num_tokens_padded / BM), ceil(M*topk / BM) + min(E, M*topk)). Whole blocks of
+// the capacity only: the kernels read expert_ids[b] and sorted_token_ids[b*BM, (b+1)*BM) of every
+// block b of the grid before num_tokens_post_padded says whether b has work.
 int64_t gemm_max_m_blocks(const MoeShape& shape, const KernelConfig& config, int64_t M,
                           int64_t max_num_tokens_padded);
 

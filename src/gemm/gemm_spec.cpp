@@ -227,7 +227,10 @@ int64_t gemm_max_m_blocks(const MoeShape& shape, const KernelConfig& c, int64_t 
   const int64_t slots = M * shape.topk;
   const int64_t experts = std::max<int64_t>(shape.E, shape.E_global);  // EP: foreign experts too
   const int64_t by_slots = (slots + c.BLOCK_SIZE_M - 1) / c.BLOCK_SIZE_M + std::min(experts, slots);
-  const int64_t by_capacity = (max_num_tokens_padded + c.BLOCK_SIZE_M - 1) / c.BLOCK_SIZE_M;
+  // Whole blocks only: num_tokens_post_padded is a multiple of BLOCK_SIZE_M and at most the
+  // capacity, so a partial last block never has work, and the kernels read a block's table
+  // entries before they test the total (they must lie within the tables).
+  const int64_t by_capacity = max_num_tokens_padded / c.BLOCK_SIZE_M;
   return std::min(by_slots, by_capacity);
 }
 

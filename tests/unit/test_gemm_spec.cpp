@@ -437,6 +437,9 @@ TEST(GemmSpec, GridAndWorkspaceBounds) {
   EXPECT_EQ(gemm_max_m_blocks(s, c, 1, 8 + 256 * 15), 9);
   // capacity caps it too
   EXPECT_EQ(gemm_max_m_blocks(s, c, 1024, 64), 4);
+  // whole blocks of the capacity only: the kernels read a block's tables before the total
+  EXPECT_EQ(gemm_max_m_blocks(s, c, 1024, 79), 4);
+  EXPECT_EQ(gemm_max_m_blocks(s, c, 1024, 80), 5);
   EXPECT_EQ(gemm_max_m_blocks(s, c, 0, 4096), 0);
   const auto g = gemm_launch_geometry(s, c, GemmStage::up, 1, 8 + 256 * 15, "sm_90a");
   EXPECT_EQ(g.grid.x, 9u * (512 / 64));
