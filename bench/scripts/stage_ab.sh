@@ -8,7 +8,7 @@
 #   3. `moetune bench` of every side in SIDES at BENCH_BATCH on each of BENCH_MODELS
 #      (';'-separated), interleaved RUNS times. A side is NAME[!FLAG][@VAR=VALUE][+TABLE]: NAME
 #      `new` is .devbin/moetune, any other .devbin/NAME/moetune; FLAG is passed as --FLAG (e.g.
-#      new!no-fold-topk); VAR=VALUE is set for that run only; TABLE (a config table's path, its
+#      new!no-pdl); VAR=VALUE is set for that run only; TABLE (a config table's path, its
 #      _down.json beside it) is passed as --config.
 # Everything lands in $OUT/ab_call.tgz; a summary is printed last.
 set -uo pipefail
