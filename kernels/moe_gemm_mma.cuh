@@ -28,6 +28,9 @@
 //                fp32 partial tiles [gridDim.x][SPLIT_K][BLOCK_SIZE_M*BLOCK_SIZE_N].
 //   out_scale    fp32 [M*TOPK, N/SCALE_BLOCK_K]: the activation scales that the wgmma kernel's
 //                block-fp8 FUSED_ACT writes beside its e4m3 out; never used here (same signature).
+//   zero_out     null, or zero_vecs 16-byte vectors that the grid zeroes (each block a share,
+//                after its PDL wait, whether or not it has work): GEMM1 clears the layer's
+//                output [M, K] this way before a SUM_TOPK GEMM2 adds into it.
 //
 // Grid: gridDim.x = (M-blocks bound) x N_TILES (N_TILES = ceil(N_OUT / BLOCK_SIZE_N)), walked in
 // GROUP_SIZE_M order: GROUP_SIZE_M consecutive M-blocks (usually one expert) sweep an N-tile
@@ -54,6 +57,13 @@
 // are the same columns (tile_math::gemm_act_violation: W/2 a multiple of 8). Split-K reduces first;
 // the final block folds silu(gate)·up in fp32 and rounds once. A tail (N % (BLOCK_SIZE_N/2) != 0)
 // zero-fills the missing rows and skips their columns (N % 8 == 0: whole n8 chunks).
+//
+// SUM_TOPK = 1 (down stage, sm_90+): the top-k sum folded into GEMM2. out is the layer's output
+// [M, K], zeroed by GEMM1 (zero_out), and each valid slot's row (times its routed weight,
+// rounded to bf16/fp16 as the unfolded store is) is added into row slot / TOPK with
+// red.global.add (common/red.cuh): no [M*TOPK, K] intermediate and no top-k sum launch. The
+// adds to one element round one by one, in the order the blocks reach them (not
+// bit-reproducible from run to run).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -61,6 +71,7 @@
 #include "common/act.cuh"
 #include "common/pdl.cuh"
 #include "common/ptx.cuh"
+#include "common/red.cuh"
 #include "common/tile_math.cuh"
 
 namespace moetune {
@@ -79,14 +90,16 @@ template <int STAGE,          // tile_math::kStageUp (w13) or kStageDown (w2, ti
           int num_warps,      // warps per block
           int num_stages,     // cp.async ring depth (num_stages - 1 K-tiles in flight)
           int SPLIT_K,        // blocks sharing one output tile's reduction (gridDim.y)
-          int FUSED_ACT>      // 1: up stage writes silu(gate)·up [M*TOPK, N] (bf16/fp16); else 0
+          int FUSED_ACT,      // 1: up stage writes silu(gate)·up [M*TOPK, N] (bf16/fp16); else 0
+          int SUM_TOPK>       // 1: down stage adds into out [M, K] (the top-k sum); else 0
 __global__ void __launch_bounds__(num_warps * 32)
     moe_gemm_mma(const void* __restrict__ a, const float* __restrict__ a_scale,
                  const void* __restrict__ w, const float* __restrict__ w_scale,
                  void* __restrict__ out, const float* __restrict__ topk_weights,
                  const int* __restrict__ sorted_token_ids, const int* __restrict__ expert_ids,
                  const int* __restrict__ num_tokens_post_padded, long long M,
-                 void* __restrict__ workspace, float* __restrict__ out_scale) {
+                 void* __restrict__ workspace, float* __restrict__ out_scale,
+                 void* __restrict__ zero_out, long long zero_vecs) {
   using namespace tile_math;
   (void)out_scale;
   constexpr bool kUp = STAGE == kStageUp;
@@ -121,6 +134,8 @@ __global__ void __launch_bounds__(num_warps * 32)
   constexpr int kHalfW = kWarpTileN / 2;                 // fused: intermediate columns per warp
 
   static_assert(FUSED_ACT == 0 || FUSED_ACT == 1, "FUSED_ACT must be 0 or 1");
+  static_assert(SUM_TOPK == 0 || (SUM_TOPK == 1 && !kUp), "SUM_TOPK: 0, or 1 on the down stage");
+  constexpr bool kSumTopk = SUM_TOPK != 0;
   static_assert(!kAct || gemm_act_violation(kUp, DTYPE, N, kWarpTileN) == nullptr,
                 "FUSED_ACT: up stage, bf16/fp16, N % 8 == 0, warp slice / 2 a multiple of 8 "
                 "(see tile_math::gemm_act_violation's reason on the host)");
@@ -171,6 +186,9 @@ __global__ void __launch_bounds__(num_warps * 32)
   // the total says whether the block has work.
   const int total_padded = __ldg(num_tokens_post_padded);
   const int expert = __ldg(expert_ids + pid_m);
+  if (zero_out != nullptr)  // while the reads are in flight; before the exit below
+    red::zero_share<kThreads>(zero_out, zero_vecs, (long long)blockIdx.y * gridDim.x + blockIdx.x,
+                              (long long)gridDim.x * gridDim.y);
   // expert < 0: an expert of another rank (EP)
   if ((pid_m * BLOCK_SIZE_M >= total_padded) | (expert < 0)) return;
   const long long num_slots = M * TOPK;
@@ -490,6 +508,18 @@ __global__ void __launch_bounds__(num_warps * 32)
         if (kNTail && n >= N_OUT) continue;
         const float v0 = acc[i][j][2 * h] * row_scale;
         const float v1 = acc[i][j][2 * h + 1] * row_scale;
+        if constexpr (kSumTopk) {  // into the token's row of the layer's output
+          const long long off = (long long)(slot / TOPK) * N_OUT + n;
+          if constexpr (DTYPE == kDtypeFp16) {
+            const __half2 p = __floats2half2_rn(v0, v1);
+            red::add2<true>(static_cast<__half*>(out) + off, *reinterpret_cast<const unsigned*>(&p));
+          } else {
+            const __nv_bfloat162 p = __floats2bfloat162_rn(v0, v1);
+            red::add2<false>(static_cast<__nv_bfloat16*>(out) + off,
+                             *reinterpret_cast<const unsigned*>(&p));
+          }
+          continue;
+        }
         const long long off = (long long)slot * N_OUT + n;
         if constexpr (DTYPE == kDtypeFp16)
           *reinterpret_cast<__half2*>(static_cast<__half*>(out) + off) = __floats2half2_rn(v0, v1);

@@ -43,6 +43,11 @@
 // (weight) and per column (token); the epilogue transposes through shared memory; fused
 // SiLU(gate)·up pairs slice i (gate rows) with slice i + MI/2 (the up rows of the same columns).
 //
+// SUM_TOPK = 1 (down stage): the top-k sum folded into GEMM2, as in kernels/moe_gemm_mma.cuh:
+// out is the layer's output [M, K] (zeroed by GEMM1's zero_out), and every store of a valid
+// slot's row becomes a red.global.add into row slot / TOPK (16-byte vectors from the staged
+// tile). zero_out / zero_vecs: as there.
+//
 // Chosen by src/gemm for arch sm_90a when tile_math::gemm_wgmma_eligible(config) holds, or
 // SWAP_AB is 1 (tile_math::gemm_swapab_violation says what swap-AB needs).
 #pragma once
@@ -54,6 +59,7 @@
 #include "common/mbarrier.cuh"
 #include "common/pdl.cuh"
 #include "common/ptx.cuh"
+#include "common/red.cuh"
 #include "common/tile_math.cuh"
 #include "common/wgmma.cuh"
 
@@ -74,7 +80,8 @@ template <int STAGE,          // tile_math::kStageUp (w13) or kStageDown (w2, ti
           int num_stages,     // cp.async ring depth (num_stages - 1 K-tiles in flight)
           int SPLIT_K,        // blocks sharing one output tile's reduction (gridDim.y)
           int FUSED_ACT,      // 1: up stage writes silu(gate)·up [M*TOPK, N] (block fp8: quantized)
-          int SWAP_AB>        // 1: weights as wgmma's A, the tile's tokens as its N (decode)
+          int SWAP_AB,        // 1: weights as wgmma's A, the tile's tokens as its N (decode)
+          int SUM_TOPK>       // 1: down stage adds into out [M, K] (the top-k sum); else 0
 __global__ void __launch_bounds__(
     tile_math::gemm_wgmma_block_threads(
         num_warps, tile_math::gemm_wgmma_warp_specialized(DTYPE == tile_math::kDtypeFp8Block,
@@ -99,7 +106,8 @@ __global__ void __launch_bounds__(
                  void* __restrict__ out, const float* __restrict__ topk_weights,
                  const int* __restrict__ sorted_token_ids, const int* __restrict__ expert_ids,
                  const int* __restrict__ num_tokens_post_padded, long long M,
-                 void* __restrict__ workspace, float* __restrict__ out_scale) {
+                 void* __restrict__ workspace, float* __restrict__ out_scale,
+                 void* __restrict__ zero_out, long long zero_vecs) {
   using namespace tile_math;
   constexpr bool kUp = STAGE == kStageUp;
   constexpr bool kFp8 = DTYPE == kDtypeFp8Block || DTYPE == kDtypeFp8Tensor;
@@ -152,6 +160,8 @@ __global__ void __launch_bounds__(
   constexpr int kSBN = SCALE_BLOCK_N > 0 ? SCALE_BLOCK_N : 1;  // safe divisors when not block fp8
   constexpr int kSBK = SCALE_BLOCK_K > 0 ? SCALE_BLOCK_K : 1;
   constexpr bool kAct = FUSED_ACT != 0;
+  static_assert(SUM_TOPK == 0 || (SUM_TOPK == 1 && !kUp), "SUM_TOPK: 0, or 1 on the down stage");
+  constexpr bool kSumTopk = SUM_TOPK != 0;
   constexpr int kOutCols = kAct ? N : N_OUT;             // columns of out
   constexpr int kHalfW = WN / 2;                         // fused: intermediate columns per warpgroup
   constexpr bool kActQuant = kAct && kBlockScale;        // fused, and quantized per group
@@ -229,6 +239,10 @@ __global__ void __launch_bounds__(
   const int expert = __ldg(expert_ids + pid_m);
   const int first_slot =
       tid < BLOCK_SIZE_M ? __ldg(sorted_token_ids + (long long)pid_m * BLOCK_SIZE_M + tid) : -1;
+  if (zero_out != nullptr)  // while the reads are in flight; before the exit below
+    red::zero_share<kBlockThreads>(zero_out, zero_vecs,
+                                   (long long)blockIdx.y * gridDim.x + blockIdx.x,
+                                   (long long)gridDim.x * gridDim.y);
   // expert < 0: an expert of another rank (EP)
   if ((pid_m * BLOCK_SIZE_M >= total_padded) | (expert < 0)) return;
   const long long num_slots = M * TOPK;
@@ -665,9 +679,14 @@ __global__ void __launch_bounds__(
       const int slot = s_slot[r];
       const int n = out_n0 + c * 8;
       if (slot < 0 || (kNTail && n >= kOutCols)) continue;
-      *reinterpret_cast<uint4*>(static_cast<unsigned char*>(out) +
-                                ((long long)slot * kOutCols + n) * 2) =
-          *reinterpret_cast<const uint4*>(smem + r * kOutRowBytes + c * 16);
+      const uint4 v = *reinterpret_cast<const uint4*>(smem + r * kOutRowBytes + c * 16);
+      if constexpr (kSumTopk)
+        red::add8<DTYPE == kDtypeFp16>(static_cast<unsigned char*>(out) +
+                                           ((long long)(slot / TOPK) * kOutCols + n) * 2,
+                                       v);
+      else
+        *reinterpret_cast<uint4*>(static_cast<unsigned char*>(out) +
+                                  ((long long)slot * kOutCols + n) * 2) = v;
     }
   };
   // Block fp8 fused: the staged bf16 tile quantized per (token row, SCALE_BLOCK_K group), one
@@ -743,8 +762,13 @@ __global__ void __launch_bounds__(
             } else {
               const int n = out_n0 + col;
               if (slot < 0 || (kNTail && n >= kOutCols)) continue;
-              *reinterpret_cast<unsigned short*>(static_cast<unsigned char*>(out) +
-                                                 ((long long)slot * kOutCols + n) * 2) = bits(v);
+              if constexpr (kSumTopk)
+                red::add1<DTYPE == kDtypeFp16>(
+                    static_cast<unsigned char*>(out) + ((long long)(slot / TOPK) * kOutCols + n) * 2,
+                    bits(v));
+              else
+                *reinterpret_cast<unsigned short*>(static_cast<unsigned char*>(out) +
+                                                   ((long long)slot * kOutCols + n) * 2) = bits(v);
             }
           }
       }
@@ -781,8 +805,13 @@ __global__ void __launch_bounds__(
         for (int j = 0; j < kOutChunks; ++j) {
           const int n = out_n0 + out_wg0 + j * 8 + (lane & 3) * 2;
           if (kNTail && n >= kOutCols) continue;
-          *reinterpret_cast<unsigned*>(static_cast<unsigned char*>(out) +
-                                       ((long long)slot * kOutCols + n) * 2) = out_pair(i, j, h, rs);
+          if constexpr (kSumTopk)
+            red::add2<DTYPE == kDtypeFp16>(
+                static_cast<unsigned char*>(out) + ((long long)(slot / TOPK) * kOutCols + n) * 2,
+                out_pair(i, j, h, rs));
+          else
+            *reinterpret_cast<unsigned*>(static_cast<unsigned char*>(out) +
+                                         ((long long)slot * kOutCols + n) * 2) = out_pair(i, j, h, rs);
         }
       }
   }

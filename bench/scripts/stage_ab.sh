@@ -1,7 +1,7 @@
 #!/bin/bash
 # Device call (carry .devbin; run from the repository root): correctness, then a layer A/B of
 # builds and environment settings.
-#   1. gpu_test_gemm_mma (GEMM_FILTER, default all), gpu_test_moe_stages, _pdl and _decode where
+#   1. gpu_test_gemm_mma (GEMM_FILTER, default all), gpu_test_moe_topk_sum, _stages, _pdl and _decode where
 #      .devbin has them;
 #   2. `moetune check` at CHECK_BATCH (default 8,64,257; `none` skips it) on the anchors,
 #      fp8_block and bf16;
@@ -16,7 +16,7 @@ set -uo pipefail
 call_setup ab_call
 [ -x .devbin/gpu_test_gemm_mma ] &&
   step gemm_mma 300 .devbin/gpu_test_gemm_mma --gtest_color=no --gtest_filter="${GEMM_FILTER:-*}"
-for t in gpu_test_moe_stages gpu_test_moe_pdl gpu_test_moe_decode; do
+for t in gpu_test_moe_topk_sum gpu_test_moe_stages gpu_test_moe_pdl gpu_test_moe_decode; do
   [ -x ".devbin/$t" ] && step "$t" 150 ".devbin/$t" --gtest_color=no
 done
 [ "${CHECK_BATCH:-8,64,257}" != none ] &&

@@ -37,7 +37,10 @@
 //   w13_scale/w2_scale  fp32. block fp8 [bn, bk]: [E, 2N/bn, K/bk] and [E, K/bn, N/bk];
 //                   per-tensor fp8: [E] (one scale per expert and weight); else unused
 //   correction_bias [E_global] fp32, when shape.routing.correction_bias (DeepSeek noaux_tc)
-//   out             [M, K] act: out[t] = Σ_j topk_weights[t, j] · w2[e_j] · silu_mul(w13[e_j] · x[t])
+//   out             [M, K] act: out[t] = Σ_j topk_weights[t, j] · w2[e_j] · silu_mul(w13[e_j] · x[t]),
+//                   16-byte aligned. May be hidden itself (in place): a 16-bit layer then keeps
+//                   the separate top-k sum (FusedMoeOptions::topk_sum_in_gemm2 zeroes out while
+//                   GEMM1 still reads hidden).
 //   workspace       workspace_bytes(max_M) bytes, 256-byte aligned, for any M <= max_M. Split-K
 //                   GEMMs keep arrival counters there; the alignment of each call (or the
 //                   routing+align kernel at M <= 5) zeroes the ones its GEMMs use (the layout
@@ -88,6 +91,14 @@ struct FusedMoeOptions {
   // than the two stage GEMMs at every size measured (Qwen3.5 fp8 TP4 M = 8: layer 54.0 against
   // 45.4 µs; bench/results/2026-12-02_h200_twentyfirst_session.md). `--persistent` turns it on.
   bool persistent_gemms = false;
+  // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+, up to
+  // kGemm2SumsTopkMaxTokens): GEMM1's blocks zero `out`, GEMM2 adds each slot's row (times its
+  // routed weight, rounded to the output dtype) into its token's row of out with bf16/fp16
+  // atomics (red.global.add), and MoeStage::reduce launches nothing: one launch and the
+  // [M*topk, K] round trip less. The adds to an element land in the order the blocks reach
+  // them, so out may differ in its last bits from one run to the next. false keeps the separate
+  // top-k sum (fp32, fixed order: bit-reproducible); `--deterministic` on the command line.
+  bool topk_sum_in_gemm2 = true;
 };
 
 // Device pointers of the layer's weights (see the layout comment above).
@@ -134,6 +145,8 @@ struct MoeWorkspaceLayout {
   std::size_t act_q = 0;                 // fp8: [M*topk, N] e4m3
   std::size_t act_scale = 0;             // fp8: [M*topk, N/bk] or [1] fp32
   std::size_t y = 0;                     // GEMM2 out [M*topk, K] act (times routed weight)
+  bool gemm2_sums_topk = false;          // FusedMoe::gemm2_sums_topk(M): GEMM1 zeroes out,
+                                         // GEMM2 adds into it (y unused), reduce does nothing
   std::size_t gemm_up = 0;               // GEMM1's split-K workspace (counters + partials)
   std::size_t gemm_up_bytes = 0;
   std::size_t gemm_down = 0;             // GEMM2's: apart, as each stage's counters and
@@ -203,20 +216,29 @@ class FusedMoe {
   // Whether the gemm1 stage runs the persistent GEMM kernel for M tokens (options.persistent_gemms,
   // the GPU's SMs and shared memory, and moe::persistent_applies at M with M's up config).
   bool uses_persistent_gemms(std::int64_t M) const;
+  // Whether the stage path folds the top-k sum into GEMM2 for M tokens
+  // (options.topk_sum_in_gemm2, gemm2_sums_topk_applies, not the persistent kernel).
+  bool gemm2_sums_topk(std::int64_t M) const;
   // One stage, reading its inputs from `in`/`w` and the workspace (earlier stages' outputs);
-  // `out` is used by MoeStage::reduce only. Where workspace_layout(M).gemm1_fused_act: gemm1
+  // `out` is used by MoeStage::reduce, and where gemm2_sums_topk(M) by gemm1 (which zeroes it)
+  // and gemm2 (which adds into it; reduce then does nothing): give those two the same out, never
+  // null (InputError). Where workspace_layout(M).gemm1_fused_act: gemm1
   // writes SiLU(gate)·up into the workspace's `act` (block fp8: act_q, act_scale) and
   // MoeStage::act does nothing.
   void enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeights& w, void* out,
                      void* workspace, std::size_t workspace_bytes, CUstream stream) const;
   // "The GEMM phase" (DESIGN.md): from the alignment's output to GEMM2's output before the top-k
   // sum: GEMM1 (with SiLU·up fused where gemm1_fuses_act), [else SiLU·up; fp8: and its
-  // quantization], GEMM2. Needs the routing, alignment and (fp8) hidden quantization of the same
-  // call in the workspace.
+  // quantization], GEMM2 (writing y: never with the top-k sum folded in). Needs the routing,
+  // alignment and (fp8) hidden quantization of the same call in the workspace.
   void enqueue_gemm_phase(const MoeInputs& in, const MoeWeights& w, void* workspace,
                           std::size_t workspace_bytes, CUstream stream) const;
 
  private:
+  // enqueue_stage's body; gemm_phase: GEMM1 and GEMM2 as without the folded top-k sum.
+  void enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w, void* out,
+               void* workspace, std::size_t workspace_bytes, CUstream stream,
+               bool gemm_phase) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -245,11 +267,20 @@ bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logi
 // routing and quantization are independent, so its spare blocks do it and MoeStage::quant
 // launches nothing; per-tensor fp8 needs the global amax first, precomputed topk_ids no routing).
 bool routing_fuses_quant(const MoeShape& shape, bool router_logits);
+// Up to this many tokens the stage path may fold the top-k sum into GEMM2
+// (FusedMoeOptions::topk_sum_in_gemm2). Set from the H200 measurements in
+// bench/results/2026-12-03_h200_twentyfifth_session.md.
+inline constexpr std::int64_t kGemm2SumsTopkMaxTokens = 1 << 20;
+// True when GEMM2 can fold the top-k sum for M tokens on `arch` (gemm::GemmStage::down_sum):
+// sm_90 or newer (red.global.add of bf16/fp16) and 1 <= M <= kGemm2SumsTopkMaxTokens.
+bool gemm2_sums_topk_applies(std::int64_t M, const std::string& arch);
 // The stage's name in reports: to_string(s), except "gemm1+act" and "act (in gemm1)" where
 // gemm1_fuses_act(shape, M, up) (the activation's time is inside gemm1's), "routing+align" and
-// "align (in routing)" where routing_fuses_align(shape, M, true), and "+quant" on the routing
-// and "quant (in routing)" where routing_fuses_quant(shape, true).
-const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M, const KernelConfig& up);
+// "align (in routing)" where routing_fuses_align(shape, M, true), "+quant" on the routing
+// and "quant (in routing)" where routing_fuses_quant(shape, true), and "gemm2+reduce" and
+// "reduce (in gemm2)" where sums_topk (FusedMoe::gemm2_sums_topk(M)).
+const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M, const KernelConfig& up,
+                       bool sums_topk = false);
 inline constexpr MoeStage kAllMoeStages[] = {MoeStage::routing, MoeStage::align, MoeStage::quant,
                                              MoeStage::gemm1,   MoeStage::act,   MoeStage::gemm2,
                                              MoeStage::reduce};

@@ -24,11 +24,15 @@ namespace moetune::gemm {
 // up_act: GEMM1 with SiLU(gate)·up fused into its epilogue (out = [M*topk, N], the activation
 // stage's output: bf16/fp16, or for block fp8 its e4m3 quantization with out_scale; the kernels'
 // FUSED_ACT = 1). up and up_act share the grid, the split-K workspace and the config rules; only
-// the epilogue and out differ.
-enum class GemmStage { up, down, up_act };
-const char* to_string(GemmStage s);  // "up", "down", "up_act"
+// the epilogue and out differ. down_sum: GEMM2 with the top-k sum folded into its epilogue (the
+// kernels' SUM_TOPK = 1, sm_90+ only): out is the layer's output [M, K], zeroed beforehand (by
+// GEMM1's GemmArgs::zero_out), and each slot's row times its routed weight is added into row
+// slot / topk by bf16/fp16 atomics (red.global.add), in whatever order the blocks reach them:
+// the result is not bit-reproducible. down and down_sum share the grid, workspace and rules.
+enum class GemmStage { up, down, up_act, down_sum };
+const char* to_string(GemmStage s);  // "up", "down", "up_act", "down_sum"
 bool gemm_stage_is_up(GemmStage s);  // up or up_act (w13, reduction over K)
-// Columns of out: 2N (up), N (up_act), K (down).
+// Columns of out: 2N (up), N (up_act), K (down, down_sum).
 int gemm_out_cols(const MoeShape& shape, GemmStage s);
 // How the layer runs GEMM1 for M tokens with the up config `up`: up_act at decode sizes (M*topk
 // <= 8 slots per expert of the model) where `up` can fuse: bf16/fp16 unswapped always, swap-AB
@@ -64,13 +68,19 @@ struct GemmArgs {
   // N/block_k]; fp8 per-tensor: [E]; bf16/fp16: nullptr. fp32.
   const float* w_scale = nullptr;
   // up: [M*topk, 2N]; up_act: [M*topk, N] = silu(gate)·up; down: [M*topk, K], each slot's row
-  // times topk_weights[slot]. bf16 (fp16 for fp16; up_act with block fp8: e4m3, see out_scale).
-  // Only rows of valid slots (< M*topk) on experts of this rank are written.
+  // times topk_weights[slot]; down_sum: [M, K], those rows added into row slot / topk (must be
+  // zero before: zero_out). bf16 (fp16 for fp16; up_act with block fp8: e4m3, see out_scale).
+  // Only rows of valid slots (< M*topk) on experts of this rank are written (added).
   void* out = nullptr;
   // up_act with block fp8 only: [M*topk, N/block_k] fp32, the per-token group scales of out
   // (e4m3 [M*topk, N] there): GEMM2's a_scale.
   float* out_scale = nullptr;
-  const float* topk_weights = nullptr;  // [M, topk] fp32; read by down only
+  const float* topk_weights = nullptr;  // [M, topk] fp32; read by down and down_sum only
+  // Null, or zero_out_bytes (a multiple of 16, 16-byte aligned) that this launch zeroes, each
+  // block a share after its PDL wait: GEMM1 clears the layer's output for a down_sum GEMM2 (the
+  // GEMM2 of the same call; any stage kernel in between leaves it alone).
+  void* zero_out = nullptr;
+  std::size_t zero_out_bytes = 0;
   const int32_t* sorted_token_ids = nullptr;        // [max_num_tokens_padded]
   const int32_t* expert_ids = nullptr;              // [max_num_tokens_padded / BLOCK_SIZE_M]
   const int32_t* num_tokens_post_padded = nullptr;  // [1]

@@ -1,5 +1,6 @@
 // launch_gemm: JIT-loads the instance for the current device and enqueues it. Never syncs,
 // never allocates.
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -53,7 +54,11 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
   require(args.sorted_token_ids, "sorted_token_ids");
   require(args.expert_ids, "expert_ids");
   require(args.num_tokens_post_padded, "num_tokens_post_padded");
-  if (args.stage == GemmStage::down) require(args.topk_weights, "topk_weights");
+  if (!gemm_stage_is_up(args.stage)) require(args.topk_weights, "topk_weights");
+  if (args.zero_out != nullptr &&
+      (args.zero_out_bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(args.zero_out) % 16 != 0))
+    throw InputError("zero_out_bytes", std::to_string(args.zero_out_bytes),
+                     "the zeroed buffer must be whole, aligned 16-byte vectors");
   if (args.stage == GemmStage::up_act && shape.block_shape && shape.dtype == Dtype::fp8_w8a8)
     require(args.out_scale, "out_scale");
   if (shape.dtype == Dtype::fp8_w8a8) {
@@ -83,8 +88,11 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
   long long M = args.M;
   void* workspace = args.workspace;
   float* out_scale = args.out_scale;
-  void* params[] = {&a, &a_scale, &w, &w_scale, &out, &topk_weights, &sorted, &expert_ids,
-                    &ntpp, &M, &workspace, &out_scale};
+  void* zero_out = args.zero_out_bytes > 0 ? args.zero_out : nullptr;
+  long long zero_vecs = static_cast<long long>(args.zero_out_bytes / 16);
+  void* params[] = {&a,          &a_scale, &w,         &w_scale,   &out,      &topk_weights,
+                    &sorted,     &expert_ids, &ntpp,   &M,         &workspace, &out_scale,
+                    &zero_out,   &zero_vecs};
   cuda::LaunchOptions lo;
   lo.pdl = args.pdl;
   if (ws > 0 && !args.workspace_counters_zeroed) {

@@ -13,7 +13,7 @@ namespace {
 
 namespace tm = tile_math;
 
-bool is_up(GemmStage s) { return s != GemmStage::down; }
+bool is_up(GemmStage s) { return s == GemmStage::up || s == GemmStage::up_act; }
 
 int dtype_code(const MoeShape& shape) {
   switch (shape.dtype) {
@@ -95,6 +95,10 @@ void check_config(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
                                                   (*shape.block_shape)[1]),
                        "SWAP_AB=1 needs block_n a multiple of 64 (one scale per m64 slice)");
   }
+  if (stage == GemmStage::down_sum && arch_cc(arch) < 90)
+    throw InputError("stage", "down_sum",
+                     fmt::format("the top-k sum's atomic adds of bf16/fp16 need sm_90+, not {}",
+                                 arch));
   if (shape.dtype == Dtype::fp8_w8a8 && arch_cc(arch) < 89)
     throw InputError("dtype", "fp8_w8a8", fmt::format("fp8 tensor cores need sm_89+, not {}", arch));
   if (static_cast<long long>(k_red(shape, stage)) * bytes % 16 != 0)
@@ -145,6 +149,7 @@ const char* to_string(GemmStage s) {
     case GemmStage::up: return "up";
     case GemmStage::down: return "down";
     case GemmStage::up_act: return "up_act";
+    case GemmStage::down_sum: return "down_sum";
   }
   return "?";
 }
@@ -215,6 +220,7 @@ cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& c, 
   arg("SPLIT_K", c.SPLIT_K);
   arg("FUSED_ACT", stage == GemmStage::up_act ? 1 : 0);
   if (wgmma) arg("SWAP_AB", c.SWAP_AB);
+  arg("SUM_TOPK", stage == GemmStage::down_sum ? 1 : 0);
   spec.name = fmt::format("moe_gemm_{}_{}{}_{}_N{}_K{}_topk{}", to_string(stage), dtype_tag(code),
                           wgmma ? "_wgmma" : "", config_name(c), shape.N, shape.K, shape.topk);
   if (block) spec.name += fmt::format("_b{}x{}", bn, bk);

@@ -507,7 +507,10 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           // act_quant is then checked against the quantization of the rounded fp64 SiLU·up.
           const bool act_in_memory = !L.act_quant_fused;
           if (act_in_memory) g.act = download<std::uint16_t>(ws, L.act, std::size_t(slots) * s.N);
-          g.y = download<std::uint16_t>(ws, L.y, std::size_t(slots) * s.K);
+          // GEMM2 added the top-k sum into out (no y in memory): gemm2 and reduce are checked
+          // together, out against the fp64 sum of the fp64 GEMM2 reference.
+          const bool sums_topk = L.gemm2_sums_topk;
+          if (!sums_topk) g.y = download<std::uint16_t>(ws, L.y, std::size_t(slots) * s.K);
           if (is_fp8(s)) {
             g.act_q = download<std::uint8_t>(ws, L.act_q, std::size_t(slots) * s.N);
             g.act_scale =
@@ -530,10 +533,11 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           parallel_chunks(std::int64_t(stage_rows.size()),
                           [&](std::int64_t lo_r, std::int64_t hi_r, std::uint64_t) {
             std::vector<double> wrow(std::max(s.K, s.N)), xa(s.K), hrow(2 * s.N), arow(s.N),
-                a_in(s.N), rq(s.N);
+                a_in(s.N), rq(s.N), token_ref(s.K);
             for (std::int64_t ri = lo_r; ri < hi_r; ++ri) {
               const std::int64_t t = stage_rows[ri];
               RowOut& o = rows_out[ri];
+              std::fill(token_ref.begin(), token_ref.end(), 0.0);
               for (int k = 0; k < s.K; ++k)
                 xa[k] = is_fp8(s) ? deq(g.a_q, g.a_scale, t, s.K, k, bk)
                                   : half_bits_to_double(act, hidden[t * s.K + k]);
@@ -579,9 +583,20 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
                   w2_row(s, hview, e, k, wrow.data());
                   double acc = 0;
                   for (int n = 0; n < s.N; ++n) acc += a_in[n] * wrow[n];
+                  if (sums_topk) {
+                    token_ref[k] += wt * acc;
+                    continue;
+                  }
                   o.y_ref.push_back(wt * acc);
                   o.y_got.push_back(half_bits_to_double(act, g.y[sl * s.K + k]));
                 }
+              }
+              if (sums_topk) {
+                for (int k = 0; k < s.K; ++k) {
+                  o.o_ref.push_back(token_ref[k]);
+                  o.o_got.push_back(half_bits_to_double(act, g.out[t * s.K + k]));
+                }
+                continue;
               }
               for (int k = 0; k < s.K; ++k) {  // reduce
                 double acc = 0;
@@ -628,8 +643,14 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
                  act_in_memory ? ""
                                : "SiLU(gate)*up and its fp8 quantization in one kernel, against "
                                  "the quantized fp64 SiLU(gate)*up of GPU GEMM1's output");
-          emit("gemm2", rel_error(y_got, y_ref), thr, nr, "");
-          emit("reduce", rel_error(o_got, o_ref), 1e-2, nr, "");
+          if (sums_topk) {
+            emit("gemm2+reduce", rel_error(o_got, o_ref), thr, nr,
+                 "GEMM2 added each slot's row into the output (atomics), against the fp64 sum "
+                 "of the fp64 GEMM2 reference on the GPU's activation");
+          } else {
+            emit("gemm2", rel_error(y_got, y_ref), thr, nr, "");
+            emit("reduce", rel_error(o_got, o_ref), 1e-2, nr, "");
+          }
         }
 
         // --- the whole layer, from hidden, with the GPU's (checked) routing.
@@ -755,7 +776,8 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
     specs.push_back(quant_spec(d, 0, arch));
     specs.push_back(amax_spec(d, arch));
   }
-  // GEMM: one small-M and one large-M config per dtype the arch runs, up, down and up_act,
+  // GEMM: one small-M and one large-M config per dtype the arch runs, up, down, up_act and
+  // down_sum (the top-k sum added into the output: sm_90+, refused and left out below),
   // GEMM1 with SiLU(gate)·up fused as the layer runs it (bf16/fp16; block fp8 with the swap-AB
   // n256 tile, quantized in the epilogue). The large
   // one has 128-byte K rows in every dtype, so on sm_90a it is the wgmma kernel (for block fp8:
@@ -770,7 +792,8 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
     for (const KernelConfig& c :
          {small, is_fp8(s) ? large_fp8 : large, is_fp8(s) ? swap_fp8 : swap, swap_fp8_act})
       for (gemm::GemmStage st :
-           {gemm::GemmStage::up, gemm::GemmStage::up_act, gemm::GemmStage::down}) {
+           {gemm::GemmStage::up, gemm::GemmStage::up_act, gemm::GemmStage::down,
+            gemm::GemmStage::down_sum}) {
         try {  // the configs a dtype cannot fuse (or run) throw and are left out
           specs.push_back(gemm::gemm_kernel_spec(s, c, st, arch));
         } catch (const InputError&) {

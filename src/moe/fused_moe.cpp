@@ -54,7 +54,16 @@ bool routing_fuses_quant(const MoeShape& shape, bool router_logits) {
   return router_logits && shape.dtype == Dtype::fp8_w8a8 && shape.block_shape.has_value();
 }
 
-const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M, const KernelConfig& up) {
+bool gemm2_sums_topk_applies(std::int64_t M, const std::string& arch) {
+  return M >= 1 && M <= kGemm2SumsTopkMaxTokens && arch_supports_pdl(arch);  // sm_90+, as PDL
+}
+
+const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M, const KernelConfig& up,
+                       bool sums_topk) {
+  if (sums_topk) {
+    if (s == MoeStage::gemm2) return "gemm2+reduce";
+    if (s == MoeStage::reduce) return "reduce (in gemm2)";
+  }
   const bool quant = routing_fuses_quant(shape, true);
   if (routing_fuses_align(shape, M, true)) {
     if (s == MoeStage::routing) return quant ? "routing+align+quant" : "routing+align";
@@ -252,6 +261,8 @@ void FusedMoe::check(const MoeShape& shape, const GpuSpec& gpu, const ConfigTabl
     }
   }
   validate(down, gemm::GemmStage::down);
+  if (opts.topk_sum_in_gemm2 && gemm2_sums_topk_applies(1, arch))
+    validate(down, gemm::GemmStage::down_sum);
   std::set<int> keys;
   for (const auto& [k, c] : up) keys.insert(k);
   for (const auto& [k, c] : down) keys.insert(k);
@@ -348,6 +359,7 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
     L.persistent_ws = take(L.persistent_ws_bytes);
     L.persistent = uses_persistent_gemms(M);
   }
+  L.gemm2_sums_topk = gemm2_sums_topk(M);
   L.total = off;
   return L;
 }
@@ -377,8 +389,12 @@ void FusedMoe::prepare(std::int64_t max_M) {
     act_stage = act_stage || !fused_all;
     bms.insert(c.BLOCK_SIZE_M);
   }
-  for (const auto& c : reachable(impl_->down, max_M))
+  // The plain GEMM2 also where it folds the top-k sum: the GEMM phase (enqueue_gemm_phase) runs it.
+  for (const auto& c : reachable(impl_->down, max_M)) {
     specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::down, arch));
+    if (impl_->opts.topk_sum_in_gemm2 && gemm2_sums_topk_applies(1, arch))
+      specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::down_sum, arch));
+  }
   for (int bm : bms) {
     if (routing_fuses_align(s, 1, true))
       specs.push_back(moe::route_align_spec(s, bm, arch, routing_fuses_quant(s, true)));
@@ -424,6 +440,12 @@ void FusedMoe::prepare(std::int64_t max_M) {
 void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeights& w, void* out,
                              void* workspace, std::size_t workspace_bytes,
                              CUstream stream) const {
+  enqueue(stage, in, w, out, workspace, workspace_bytes, stream, false);
+}
+
+void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w, void* out,
+                       void* workspace, std::size_t workspace_bytes, CUstream stream,
+                       bool gemm_phase) const {
   const MoeShape& s = impl_->shape;
   const std::int64_t M = in.M;
   if (M < 0) throw InputError("M", std::to_string(M), "must be >= 0");
@@ -437,6 +459,19 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
   // programmatic dependent of the one before (also the first: of the caller's last kernel).
   const bool pdl = impl_->pdl;
   const std::int64_t slots = M * s.topk;
+  // The top-k sum folded into GEMM2: GEMM1 zeroes out, GEMM2 adds into it, reduce does nothing.
+  // Not where out overlaps a 16-bit hidden state (an in-place call): GEMM1 reads it while its
+  // blocks zero out. (Block fp8's GEMM1 reads the routing's quantized copy.)
+  const std::size_t rows_bytes = static_cast<std::size_t>(M) * s.K * 2;
+  const auto* ob = static_cast<const char*>(out);
+  const auto* hb = static_cast<const char*>(in.hidden);
+  const bool in_place = !fp8(s) && out != nullptr && hb != nullptr && ob < hb + rows_bytes &&
+                        hb < ob + rows_bytes;
+  const bool sums_topk = L.gemm2_sums_topk && !gemm_phase && !in_place;
+  if (sums_topk && out == nullptr &&
+      (stage == MoeStage::gemm1 || stage == MoeStage::gemm2 || stage == MoeStage::reduce))
+    throw InputError("out", "null",
+                     "GEMM2 adds the top-k sum into the output at this M: gemm1 and gemm2 need it");
   auto* sorted = reinterpret_cast<std::int32_t*>(ws + L.sorted_token_ids);
   auto* expert_ids = reinterpret_cast<std::int32_t*>(ws + L.expert_ids);
   auto* ntpp = reinterpret_cast<std::int32_t*>(ws + L.num_tokens_post_padded);
@@ -548,6 +583,10 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
       const gemm::GemmStage st =
           L.gemm1_fused_act ? gemm::GemmStage::up_act : gemm::GemmStage::up;
       gemm::GemmArgs a = gemm_args(st);
+      if (sums_topk) {  // GEMM2 adds into out: GEMM1's blocks clear it first
+        a.zero_out = out;
+        a.zero_out_bytes = rows_bytes;
+      }
       a.a = fp8(s) ? static_cast<const void*>(ws + L.a_q) : in.hidden;
       a.a_scale = fp8(s) ? reinterpret_cast<const float*>(ws + L.a_scale) : nullptr;
       a.w = w.w13;
@@ -581,17 +620,18 @@ void FusedMoe::enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeigh
     case MoeStage::gemm2: {
       require_weights(s, w, false);
       if (L.persistent) return;  // the gemm1 stage's persistent kernel ran GEMM2 too
-      gemm::GemmArgs a = gemm_args(gemm::GemmStage::down);
+      gemm::GemmArgs a = gemm_args(sums_topk ? gemm::GemmStage::down_sum : gemm::GemmStage::down);
       a.a = fp8(s) ? static_cast<const void*>(ws + L.act_q) : ws + L.act;
       a.a_scale = fp8(s) ? reinterpret_cast<const float*>(ws + L.act_scale) : nullptr;
       a.w = w.w2;
       a.w_scale = fp8(s) ? w.w2_scale : nullptr;
-      a.out = ws + L.y;
+      a.out = sums_topk ? out : ws + L.y;
       a.topk_weights = p.topk_weights;
       gemm::launch_gemm(s, down_config(M), a, stream);
       return;
     }
     case MoeStage::reduce:
+      if (sums_topk) return;  // GEMM2 added the top-k rows into out
       if (out == nullptr) throw InputError("out", "null", "the output is needed");
       moe::launch_topk_reduce(s, arch, ws + L.y, out, p.topk_ids, M, rank, stream, pdl);
       return;
@@ -602,6 +642,11 @@ bool FusedMoe::uses_persistent_gemms(std::int64_t M) const {
   return impl_->persistent_grid > 0 &&
          moe::persistent_applies(impl_->shape, M, impl_->arch, up_config(M).BLOCK_SIZE_M,
                                  impl_->persistent_grid, impl_->gpu.smem_per_block_bytes);
+}
+
+bool FusedMoe::gemm2_sums_topk(std::int64_t M) const {
+  return impl_->opts.topk_sum_in_gemm2 && gemm2_sums_topk_applies(M, impl_->arch) &&
+         !uses_persistent_gemms(M);
 }
 
 bool FusedMoe::uses_decode_kernels(std::int64_t M) const {
@@ -649,7 +694,7 @@ void FusedMoe::forward(const MoeInputs& in, const MoeWeights& w, void* out, void
 void FusedMoe::enqueue_gemm_phase(const MoeInputs& in, const MoeWeights& w, void* workspace,
                                   std::size_t workspace_bytes, CUstream stream) const {
   for (MoeStage st : {MoeStage::gemm1, MoeStage::act, MoeStage::gemm2})
-    enqueue_stage(st, in, w, nullptr, workspace, workspace_bytes, stream);
+    enqueue(st, in, w, nullptr, workspace, workspace_bytes, stream, true);
 }
 
 }  // namespace moetune

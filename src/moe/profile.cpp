@@ -34,10 +34,18 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       // The persistent GEMM kernel runs GEMM1, the activation and GEMM2 in the gemm1 stage:
       // their costs together are its floor.
       const bool persistent = moe.uses_persistent_gemms(M);
+      // GEMM2 with the top-k sum folded in: the reduce stage's cost is in gemm2's.
+      const bool sums = moe.gemm2_sums_topk(M);
+      row.sums_topk = sums;
       const bool fused_act = persistent || gemm1_fuses_act(s, M, row.up);
       StageCost c = stage_cost(s, st, M, true, fused_act);
       if (persistent && st == MoeStage::gemm1) {
         const StageCost c2 = stage_cost(s, MoeStage::gemm2, M, true, fused_act);
+        c.bytes += c2.bytes;
+        c.flops += c2.flops;
+      }
+      if (sums && st == MoeStage::gemm2) {
+        const StageCost c2 = stage_cost(s, MoeStage::reduce, M, true, fused_act);
         c.bytes += c2.bytes;
         c.flops += c2.flops;
       }
@@ -49,12 +57,16 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       const bool fused_quant = routing_fuses_quant(s, true);
       t.runs = !(st == MoeStage::quant && (s.dtype != Dtype::fp8_w8a8 || fused_quant)) &&
                !(st == MoeStage::act && fused_act) && !(st == MoeStage::align && fused_align) &&
-               !(st == MoeStage::gemm2 && persistent);
+               !(st == MoeStage::gemm2 && persistent) && !(st == MoeStage::reduce && sums);
       if (persistent && st == MoeStage::gemm1)
         t.note = "includes act and gemm2: the persistent GEMM kernel";
       else if (fused_act && st == MoeStage::gemm1)
         t.note = "includes act: SiLU(gate)*up runs in GEMM1's epilogue";
       if (persistent && st == MoeStage::gemm2) t.note = "in gemm1 (the persistent GEMM kernel)";
+      if (sums && st == MoeStage::gemm2)
+        t.note = "includes reduce: GEMM2 adds each slot's row into out (atomics)";
+      if (sums && st == MoeStage::reduce) t.note = "fused into gemm2";
+      if (sums && st == MoeStage::gemm1) t.note += std::string(t.note.empty() ? "" : "; ") + "zeroes out";
       if (fused_act && st == MoeStage::act) t.note = "fused into gemm1";
       if (fused_align && st == MoeStage::routing)
         t.note = "includes align: one block routes and aligns";

@@ -51,6 +51,7 @@ struct ProfileRow {
   double stages_sum_s = 0;          // Σ medians
   Summary layer;                    // forward() as one call, for comparison with the sum
   bool layer_decode = false;        // forward() ran the decode kernels, not the stages
+  bool sums_topk = false;           // GEMM2 added the top-k sum into out (FusedMoe::gemm2_sums_topk)
   bench::ClockLog clock;
   int rotation = 1;
 };

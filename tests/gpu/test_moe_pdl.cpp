@@ -4,7 +4,10 @@
 // sizes (at M <= 4 the decode kernels, kernels/moe_decode.cuh) and a split-K table of the stage
 // kernels (the alignment, or routing+align in one kernel at M <= 5, zeroes its counters, also on
 // a poisoned workspace: those tests turn the decode kernels off, which ignore the GEMM configs).
-// Router rows of NaN or -inf still route to real experts.
+// Router rows of NaN or -inf still route to real experts. Every layer here keeps the separate
+// top-k sum (FusedMoeOptions::topk_sum_in_gemm2 = false): GEMM2's atomic adds land in any order,
+// so the folded sum is not bit-reproducible (tests/gpu/test_moe_topk_sum.cpp holds it against
+// this path).
 // Then a short timing of graph replays with and without PDL, printed for the record (not
 // asserted: the GPU decides).
 #include <algorithm>
@@ -78,6 +81,7 @@ void expect_identical(const MoeShape& s, const ConfigTable& up, const char* labe
                       const std::vector<std::int64_t>& batch, bool decode = true) {
   FusedMoeOptions on, off;
   on.decode_kernels = off.decode_kernels = decode;
+  on.topk_sum_in_gemm2 = off.topk_sum_in_gemm2 = false;
   off.pdl = false;
   FusedMoe on_moe(s, local_gpu(), up, {}, on), off_moe(s, local_gpu(), up, {}, off);
   ASSERT_TRUE(on_moe.pdl());
@@ -140,6 +144,7 @@ TEST_F(MoePdlGpu, SplitKOnAPoisonedWorkspace) {
   // every M (the decode kernels have no split-K counters).
   FusedMoeOptions stages;
   stages.decode_kernels = false;
+  stages.topk_sum_in_gemm2 = false;
   FusedMoe fm(f8, local_gpu(), ConfigTable{{1, KernelConfig{16, 64, 128, 1, 4, 3, 2}}},
               ConfigTable{{1, KernelConfig{16, 64, 64, 1, 4, 3, 2}}}, stages);
   fm.prepare(64);
@@ -172,7 +177,9 @@ TEST_F(MoePdlGpu, SplitKOnAPoisonedWorkspace) {
 TEST_F(MoePdlGpu, DegenerateRouterRowsRouteToRealExperts) {
   for (const char* dtype : {"bf16", "fp8_block"}) {
     const MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, dtype);
-    FusedMoe fm(s, local_gpu(), {}, {});
+    FusedMoeOptions det;
+    det.topk_sum_in_gemm2 = false;
+    FusedMoe fm(s, local_gpu(), {}, {}, det);
     fm.prepare(256);
     cuda::Stream stream;
     BenchData d;

@@ -104,9 +104,10 @@ struct Runner {
 
 void expect_matches_stage_gemms(const MoeShape& s, const char* label,
                                 const std::vector<std::int64_t>& batch) {
-  FusedMoeOptions on_opts;
+  FusedMoeOptions on_opts, off_opts;
   on_opts.persistent_gemms = true;
-  FusedMoe on(s, local_gpu(), {}, {}, on_opts), off(s, local_gpu());
+  off_opts.topk_sum_in_gemm2 = false;  // the persistent kernel's sum: its own launch, fixed order
+  FusedMoe on(s, local_gpu(), {}, {}, on_opts), off(s, local_gpu(), {}, {}, off_opts);
   std::int64_t max_M = 1;
   for (auto M : batch) max_M = std::max(max_M, M);
   on.prepare(max_M);

@@ -155,19 +155,63 @@ TEST(GemmSpec, NameAndTemplateArguments) {
   EXPECT_EQ(spec.name, "moe_gemm_up_fp8b_m16n64k128_g1_w4_s4_sk1_N256_K3072_topk8_b128x128");
   EXPECT_EQ(spec.file, "moe_gemm_mma.cuh");
   EXPECT_EQ(spec.kernel, "moetune::moe_gemm_mma");
-  ASSERT_EQ(spec.template_args.size(), 15u);
+  ASSERT_EQ(spec.template_args.size(), 16u);
   EXPECT_EQ(spec.template_args[0].first, "STAGE");
   EXPECT_EQ(spec.template_args[1], (std::pair<std::string, std::string>{"DTYPE", "2"}));
   EXPECT_EQ(spec.template_args[5].second, "128");  // SCALE_BLOCK_N
   EXPECT_EQ(spec.template_args[7], (std::pair<std::string, std::string>{"BLOCK_SIZE_M", "16"}));
   EXPECT_EQ(spec.template_args[13], (std::pair<std::string, std::string>{"SPLIT_K", "1"}));
   EXPECT_EQ(spec.template_args[14], (std::pair<std::string, std::string>{"FUSED_ACT", "0"}));
+  EXPECT_EQ(spec.template_args[15], (std::pair<std::string, std::string>{"SUM_TOPK", "0"}));
   EXPECT_EQ(spec.name_expression(),
-            "moetune::moe_gemm_mma<0, 2, 256, 3072, 8, 128, 128, 16, 64, 128, 1, 4, 4, 1, 0>");
+            "moetune::moe_gemm_mma<0, 2, 256, 3072, 8, 128, 128, 16, 64, 128, 1, 4, 4, 1, 0, 0>");
 
   const auto down = gemm_kernel_spec(qwen_tp4(Dtype::bf16, false), cfg(64, 128, 64, 8, 4, 3, 2),
                                      GemmStage::down, "sm_80");
   EXPECT_EQ(down.name, "moe_gemm_down_bf16_m64n128k64_g8_w4_s3_sk2_N256_K3072_topk8");
+}
+
+// GEMM2 with the top-k sum folded in (down_sum): its own instance (SUM_TOPK = 1, the down
+// stage's other arguments), on either kernel, sm_90+ only (red.global.add of bf16/fp16); the
+// down stage's grid, block, shared memory and workspace.
+TEST(GemmSpec, DownSumInstance) {
+  const auto bf16 = qwen_tp4(Dtype::bf16, false);
+  const auto fp8 = qwen_tp4(Dtype::fp8_w8a8, true);
+  const auto c = cfg(16, 64, 128, 1, 4, 3);
+  const auto spec = gemm_kernel_spec(bf16, c, GemmStage::down_sum, "sm_90a");
+  EXPECT_EQ(spec.name, "moe_gemm_down_sum_bf16_m16n64k128_g1_w4_s3_sk1_N256_K3072_topk8");
+  EXPECT_EQ(spec.file, "moe_gemm_mma.cuh");
+  EXPECT_EQ(spec.name_expression(),
+            "moetune::moe_gemm_mma<1, 0, 256, 3072, 8, 0, 0, 16, 64, 128, 1, 4, 3, 1, 0, 1>");
+  const auto plain = gemm_kernel_spec(bf16, c, GemmStage::down, "sm_90a");
+  EXPECT_EQ(plain.template_args.back().second, "0");
+  const auto sw = gemm_kernel_spec(fp8, testing::swapped(cfg(16, 128, 128, 1, 4, 2)),
+                                   GemmStage::down_sum, "sm_90a");
+  EXPECT_EQ(sw.file, "moe_gemm_wgmma_sm90a.cuh");
+  EXPECT_EQ(sw.template_args.back(), (std::pair<std::string, std::string>{"SUM_TOPK", "1"}));
+  EXPECT_EQ(sw.name,
+            "moe_gemm_down_sum_fp8b_wgmma_m16n128k128_g1_w4_s2_sk1_ab1_N256_K3072_topk8_b128x128");
+  EXPECT_FALSE(gemm_stage_is_up(GemmStage::down_sum));
+  EXPECT_EQ(gemm_out_cols(bf16, GemmStage::down_sum), 3072);
+  EXPECT_STREQ(to_string(GemmStage::down_sum), "down_sum");
+  for (const std::string arch : {"sm_90a", "sm_120"}) {
+    const auto a = gemm_launch_geometry(bf16, c, GemmStage::down, 64, 64 * 8 + 256 * 15, arch);
+    const auto b = gemm_launch_geometry(bf16, c, GemmStage::down_sum, 64, 64 * 8 + 256 * 15, arch);
+    EXPECT_EQ(a.grid.x, b.grid.x) << arch;
+    EXPECT_EQ(a.block.x, b.block.x) << arch;
+    EXPECT_EQ(a.smem_bytes, b.smem_bytes) << arch;
+  }
+  EXPECT_EQ(gemm_workspace_bytes(bf16, cfg(16, 64, 64, 1, 4, 3, 2), GemmStage::down_sum, 64),
+            gemm_workspace_bytes(bf16, cfg(16, 64, 64, 1, 4, 3, 2), GemmStage::down, 64));
+  for (const char* arch : {"sm_80", "sm_89"}) {
+    try {
+      (void)gemm_kernel_spec(bf16, c, GemmStage::down_sum, arch);
+      ADD_FAILURE() << arch << ": down_sum accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.field(), "stage") << arch;
+      EXPECT_EQ(e.value(), "down_sum") << arch;
+    }
+  }
 }
 
 // GEMM1 with SiLU(gate)·up fused (up_act): its own instance (name, FUSED_ACT = 1, so its own
@@ -179,11 +223,11 @@ TEST(GemmSpec, FusedActInstance) {
   const auto spec = gemm_kernel_spec(bf16, c, GemmStage::up_act, "sm_90a");
   EXPECT_EQ(spec.name, "moe_gemm_up_act_bf16_m16n64k128_g1_w4_s3_sk2_N256_K3072_topk8");
   EXPECT_EQ(spec.file, "moe_gemm_mma.cuh");
-  ASSERT_EQ(spec.template_args.size(), 15u);
+  ASSERT_EQ(spec.template_args.size(), 16u);
   EXPECT_EQ(spec.template_args[0], (std::pair<std::string, std::string>{"STAGE", "0"}));
   EXPECT_EQ(spec.template_args[14], (std::pair<std::string, std::string>{"FUSED_ACT", "1"}));
   EXPECT_EQ(spec.name_expression(),
-            "moetune::moe_gemm_mma<0, 0, 256, 3072, 8, 0, 0, 16, 64, 128, 1, 4, 3, 2, 1>");
+            "moetune::moe_gemm_mma<0, 0, 256, 3072, 8, 0, 0, 16, 64, 128, 1, 4, 3, 2, 1, 0>");
   EXPECT_NE(spec.name, gemm_kernel_spec(bf16, c, GemmStage::up, "sm_90a").name);
   const auto wg = gemm_kernel_spec(fp16, cfg(128, 256, 64, 16, 8, 3), GemmStage::up_act, "sm_90a");
   EXPECT_EQ(wg.file, "moe_gemm_wgmma_sm90a.cuh");
@@ -376,10 +420,12 @@ TEST(GemmSpec, SwapAbInstanceAndRefusals) {
   EXPECT_FALSE(gemm_uses_wgmma(fp8, c, "sm_120"));
   const auto spec = gemm_kernel_spec(fp8, c, GemmStage::down, "sm_90a");
   EXPECT_EQ(spec.file, "moe_gemm_wgmma_sm90a.cuh");
-  EXPECT_EQ(spec.template_args.back(), (std::pair<std::string, std::string>{"SWAP_AB", "1"}));
+  EXPECT_EQ(spec.template_args[spec.template_args.size() - 2],
+            (std::pair<std::string, std::string>{"SWAP_AB", "1"}));
+  EXPECT_EQ(spec.template_args.back(), (std::pair<std::string, std::string>{"SUM_TOPK", "0"}));
   EXPECT_EQ(spec.name, "moe_gemm_down_fp8b_wgmma_m16n128k128_g1_w4_s3_sk1_ab1_N256_K3072_topk8_b128x128");
   EXPECT_EQ(gemm_kernel_spec(fp8, cfg(64, 128, 128, 8, 4, 3), GemmStage::up, "sm_90a")
-                .template_args.back(),
+                .template_args.end()[-2],
             (std::pair<std::string, std::string>{"SWAP_AB", "0"}));
   try {
     (void)gemm_kernel_spec(fp8, c, GemmStage::up, "sm_120");

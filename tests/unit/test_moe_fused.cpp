@@ -1,5 +1,8 @@
 // FusedMoe's CPU side (no GPU): check(), config lookup with the down->up fallback, the workspace
 // layout, and the stage cost model behind profile's floors.
+#include <cstdint>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "moe/check.hpp"
@@ -66,6 +69,62 @@ TEST(MoeFused, PdlOnByDefaultFromSm90) {
   FusedMoeOptions sm89;
   sm89.arch = "sm_89";
   EXPECT_FALSE(FusedMoe(deepseek("bf16"), h200, {}, {}, sm89).pdl());
+}
+
+// The top-k sum folded into GEMM2: on by default from sm_90 (red.global.add of bf16/fp16), off by
+// option (--deterministic), never below sm_90, never with the persistent kernel; the layout says
+// so per M, the report names gemm2 "gemm2+reduce", and the gemm1, gemm2 and reduce stages refuse
+// a null output there (InputError naming out) before touching the GPU.
+TEST(MoeFused, TopkSumInGemm2FromSm90) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  const GpuSpec& a100 = require_gpu("NVIDIA A100-SXM4-80GB");
+  EXPECT_TRUE(FusedMoeOptions{}.topk_sum_in_gemm2);
+  EXPECT_TRUE(gemm2_sums_topk_applies(1, "sm_90a"));
+  EXPECT_TRUE(gemm2_sums_topk_applies(kGemm2SumsTopkMaxTokens, "sm_120"));
+  EXPECT_FALSE(gemm2_sums_topk_applies(kGemm2SumsTopkMaxTokens + 1, "sm_90a"));
+  EXPECT_FALSE(gemm2_sums_topk_applies(0, "sm_90a"));
+  EXPECT_FALSE(gemm2_sums_topk_applies(8, "sm_89"));
+  EXPECT_FALSE(gemm2_sums_topk_applies(8, "sm_80"));
+  for (const char* d : {"bf16", "fp8_block"}) {
+    FusedMoe on(deepseek(d), h200);
+    EXPECT_TRUE(on.gemm2_sums_topk(8)) << d;
+    EXPECT_TRUE(on.workspace_layout(8).gemm2_sums_topk) << d;
+    EXPECT_TRUE(on.workspace_layout(4096).gemm2_sums_topk) << d;
+    FusedMoeOptions det;
+    det.topk_sum_in_gemm2 = false;
+    FusedMoe off(deepseek(d), h200, {}, {}, det);
+    EXPECT_FALSE(off.gemm2_sums_topk(8)) << d;
+    EXPECT_FALSE(off.workspace_layout(8).gemm2_sums_topk) << d;
+  }
+  EXPECT_FALSE(FusedMoe(deepseek("bf16"), a100).gemm2_sums_topk(8));
+  FusedMoeOptions persistent;
+  persistent.persistent_gemms = true;
+  FusedMoe p(deepseek("fp8_block"), h200, {}, {}, persistent);
+  ASSERT_TRUE(p.uses_persistent_gemms(8));
+  EXPECT_FALSE(p.gemm2_sums_topk(8));  // the persistent kernel keeps the separate sum
+  const KernelConfig c{16, 64, 128, 1, 4, 3, 1};
+  const MoeShape bf = deepseek("bf16");
+  EXPECT_STREQ(stage_name(MoeStage::gemm2, bf, 8, c, true), "gemm2+reduce");
+  EXPECT_STREQ(stage_name(MoeStage::reduce, bf, 8, c, true), "reduce (in gemm2)");
+  EXPECT_STREQ(stage_name(MoeStage::gemm2, bf, 8, c), "gemm2");
+  EXPECT_STREQ(stage_name(MoeStage::reduce, bf, 8, c), "reduce");
+  // A null out where GEMM2 adds into it: refused before any launch (no GPU here).
+  FusedMoe on(bf, h200);
+  const MoeWorkspaceLayout L = on.workspace_layout(8);
+  std::vector<char> fake(L.total + 256);
+  MoeInputs in;
+  in.M = 8;
+  in.hidden = fake.data();
+  in.topk_ids = reinterpret_cast<const std::int32_t*>(fake.data());
+  in.topk_weights = reinterpret_cast<const float*>(fake.data());
+  for (MoeStage st : {MoeStage::gemm1, MoeStage::gemm2, MoeStage::reduce}) {
+    try {
+      on.enqueue_stage(st, in, MoeWeights{}, nullptr, fake.data(), fake.size(), nullptr);
+      ADD_FAILURE() << to_string(st) << ": accepted a null out";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.field(), "out") << to_string(st);
+    }
+  }
 }
 
 // The default tables follow the arch the kernels are compiled for: an H200 told to build sm_89
