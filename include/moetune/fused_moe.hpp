@@ -91,13 +91,18 @@ struct FusedMoeOptions {
   // than the two stage GEMMs at every size measured (Qwen3.5 fp8 TP4 M = 8: layer 54.0 against
   // 45.4 µs; bench/results/2026-12-02_h200_twentyfirst_session.md). `--persistent` turns it on.
   bool persistent_gemms = false;
-  // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+, up to
-  // kGemm2SumsTopkMaxTokens): GEMM1's blocks zero `out`, GEMM2 adds each slot's row (times its
-  // routed weight, rounded to the output dtype) into its token's row of out with bf16/fp16
-  // atomics (red.global.add), and MoeStage::reduce launches nothing: one launch and the
-  // [M*topk, K] round trip less. The adds to an element land in the order the blocks reach
-  // them, so out may differ in its last bits from one run to the next. false keeps the separate
-  // top-k sum (fp32, fixed order: bit-reproducible); `--deterministic` on the command line.
+  // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+): GEMM1's blocks zero
+  // `out`, GEMM2 adds each slot's row (times its routed weight, rounded to the output dtype) into
+  // its token's row of out with bf16/fp16 atomics (red.global.add), and MoeStage::reduce
+  // launches nothing: one launch and the [M*topk, K] round trip less. H200, layer, against the
+  // separate sum (bench/results/2026-12-03_h200_twentyfifth_session.md, call 1): -2.6..-4.7% at
+  // M = 8..256 and -5.5 / -9.9% at 1024 / 4096 on Qwen3.5 fp8 TP4, -1.2..-4.3% and -5.1 / -8.9%
+  // on DeepSeek-V3 TP8, -1.2..-3.6% and -3.2 / -6.4% on Qwen3.5 bf16 TP4. Costs: the adds to an
+  // element land in the order the blocks reach them, so out may differ in its last bits from one
+  // run to the next, and each add rounds to bf16 (the bf16 layer's error against fp64 went from
+  // ~2.8e-3 to ~4.4e-3 at M = 8 on those shapes; `moetune check` allows 1e-2). false keeps the
+  // separate top-k sum (fp32, fixed order, one rounding: bit-reproducible); `--deterministic`
+  // on the command line.
   bool topk_sum_in_gemm2 = true;
 };
 
@@ -267,12 +272,9 @@ bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logi
 // routing and quantization are independent, so its spare blocks do it and MoeStage::quant
 // launches nothing; per-tensor fp8 needs the global amax first, precomputed topk_ids no routing).
 bool routing_fuses_quant(const MoeShape& shape, bool router_logits);
-// Up to this many tokens the stage path may fold the top-k sum into GEMM2
-// (FusedMoeOptions::topk_sum_in_gemm2). Set from the H200 measurements in
-// bench/results/2026-12-03_h200_twentyfifth_session.md.
-inline constexpr std::int64_t kGemm2SumsTopkMaxTokens = 1 << 20;
 // True when GEMM2 can fold the top-k sum for M tokens on `arch` (gemm::GemmStage::down_sum):
-// sm_90 or newer (red.global.add of bf16/fp16) and 1 <= M <= kGemm2SumsTopkMaxTokens.
+// M >= 1 and sm_90 or newer (red.global.add of bf16/fp16). No bound on M: the gain grew with M
+// up to the largest measured, 4096 (FusedMoeOptions::topk_sum_in_gemm2).
 bool gemm2_sums_topk_applies(std::int64_t M, const std::string& arch);
 // The stage's name in reports: to_string(s), except "gemm1+act" and "act (in gemm1)" where
 // gemm1_fuses_act(shape, M, up) (the activation's time is inside gemm1's), "routing+align" and

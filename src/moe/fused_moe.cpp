@@ -55,7 +55,7 @@ bool routing_fuses_quant(const MoeShape& shape, bool router_logits) {
 }
 
 bool gemm2_sums_topk_applies(std::int64_t M, const std::string& arch) {
-  return M >= 1 && M <= kGemm2SumsTopkMaxTokens && arch_supports_pdl(arch);  // sm_90+, as PDL
+  return M >= 1 && arch_supports_pdl(arch);  // sm_90+, as PDL
 }
 
 const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M, const KernelConfig& up,

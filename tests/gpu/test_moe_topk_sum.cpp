@@ -80,6 +80,8 @@ double rel_diff(Dtype act, const std::vector<std::uint16_t>& a, const std::vecto
   return den > 0 ? std::sqrt(num / den) : 0.0;
 }
 
+constexpr double kTol = 8e-3;
+
 void expect_close(const MoeShape& s, int rank, const std::vector<std::int64_t>& batch) {
   const Dtype act = s.dtype == Dtype::fp16 ? Dtype::fp16 : Dtype::bf16;
   FusedMoeOptions fold, det;
@@ -109,9 +111,11 @@ void expect_close(const MoeShape& s, int rank, const std::vector<std::int64_t>& 
                              " M=" + std::to_string(M);
     EXPECT_EQ(bad_once, 0u) << what << ": output not (all) zeroed and written";
     EXPECT_EQ(bad_many, 0u) << what << " (graph)";
-    // Two summation orders of topk bf16 rows (the atomics round each add): a few 1e-3 at most.
-    EXPECT_LT(e_once, 5e-3) << what;
-    EXPECT_LT(e_many, 5e-3) << what << " (12 calls into one output: each zeroes first)";
+    // Two sums of topk rows: fp32 with one rounding, and the atomics' rounding at every add.
+    // Measured (H200, twenty-fifth session): bf16 2.9-4.1e-3, fp16 5e-4; a missed zeroing or a
+    // lost row is 1e-1 or more.
+    EXPECT_LT(e_once, kTol) << what;
+    EXPECT_LT(e_many, kTol) << what << " (12 calls into one output: each zeroes first)";
     std::size_t zero_tokens = 0, zero_bad = 0;
     if (rank > 0) {  // tokens with no slot on this rank: exact zeros, in both paths
       const MoeWorkspaceLayout L = f.workspace_layout(M);
@@ -131,7 +135,7 @@ void expect_close(const MoeShape& s, int rank, const std::vector<std::int64_t>& 
       EXPECT_EQ(zero_bad, 0u) << what << ": a token without a local slot got a value";
     }
     std::printf("%-5s %-28s rel %.2e (graph %.2e), %zu tokens without a local slot\n",
-                (e_once < 5e-3 && e_many < 5e-3 && bad_once + bad_many + zero_bad == 0) ? "ok"
+                (e_once < kTol && e_many < kTol && bad_once + bad_many + zero_bad == 0) ? "ok"
                                                                                         : "FAIL",
                 what.c_str(), e_once, e_many, zero_tokens);
     std::fflush(stdout);
