@@ -151,7 +151,9 @@ struct MoeWorkspaceLayout {
   std::size_t act_scale = 0;             // fp8: [M*topk, N/bk] or [1] fp32
   std::size_t y = 0;                     // GEMM2 out [M*topk, K] act (times routed weight)
   bool gemm2_sums_topk = false;          // FusedMoe::gemm2_sums_topk(M): GEMM1 zeroes out,
-                                         // GEMM2 adds into it (y unused), reduce does nothing
+                                         // GEMM2 adds into it (y unused), reduce does nothing;
+                                         // except a 16-bit call in place (out = hidden), which
+                                         // writes y and sums it as without the flag
   std::size_t gemm_up = 0;               // GEMM1's split-K workspace (counters + partials)
   std::size_t gemm_up_bytes = 0;
   std::size_t gemm_down = 0;             // GEMM2's: apart, as each stage's counters and
@@ -222,7 +224,8 @@ class FusedMoe {
   // the GPU's SMs and shared memory, and moe::persistent_applies at M with M's up config).
   bool uses_persistent_gemms(std::int64_t M) const;
   // Whether the stage path folds the top-k sum into GEMM2 for M tokens
-  // (options.topk_sum_in_gemm2, gemm2_sums_topk_applies, not the persistent kernel).
+  // (options.topk_sum_in_gemm2, gemm2_sums_topk_applies, not the persistent kernel). A 16-bit
+  // call whose out overlaps hidden keeps the separate sum all the same (see `out` above).
   bool gemm2_sums_topk(std::int64_t M) const;
   // One stage, reading its inputs from `in`/`w` and the workspace (earlier stages' outputs);
   // `out` is used by MoeStage::reduce, and where gemm2_sums_topk(M) by gemm1 (which zeroes it)

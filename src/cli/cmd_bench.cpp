@@ -88,6 +88,8 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
   add_measured_ceilings(o.measure, opts);
   const FusedMoeOptions fo = fused_moe_options(o.measure);
   const bool pdl = fo.pdl && arch_supports_pdl(t.gpu.arch());  // what FusedMoe will do
+  // The stage path's GEMM2 adds the top-k sum (FusedMoe::gemm2_sums_topk, persistent aside).
+  const bool topk_in_gemm2 = fo.topk_sum_in_gemm2 && gemm2_sums_topk_applies(1, t.gpu.arch());
 
   std::vector<moe::LayerBenchRow> rows_a = bench_tables(t, a, opts, fo);
   std::vector<moe::LayerBenchRow> rows_b;
@@ -102,6 +104,7 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
                              {"shape", shape_json(t.shape, t.gpu)},
                              {"config", a.label},
                              {"pdl", pdl},
+                             {"topk_sum_in_gemm2", topk_in_gemm2},
                              {"decode_kernels_max_M",
                               fo.decode_kernels && decode_kernels_apply(t.shape, 1)
                                   ? moe::decode_max_tokens(t.shape)
@@ -124,9 +127,9 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
-  fmt::print("{} on {} ({}, {})\n", shape_title(t.shape), t.gpu.name,
+  fmt::print("{} on {} ({}, {}{})\n", shape_title(t.shape), t.gpu.name,
              opts.hot ? "hot: cache-resident" : "cold: rotating routing sets",
-             pdl ? "PDL" : "no PDL");
+             pdl ? "PDL" : "no PDL", topk_in_gemm2 ? ", top-k sum in GEMM2" : "");
   print_rows(a.label, rows_a);
   if (fo.decode_kernels &&
       std::any_of(rows_a.begin(), rows_a.end(),

@@ -20,7 +20,7 @@ struct CheckCliOptions {
   const CLI::Option* variants_opt = nullptr;
   const CLI::Option* configs_opt = nullptr;
   const CLI::Option* seed_opt = nullptr;
-  bool layer_only = false, verbose = false;
+  bool layer_only = false, verbose = false, deterministic = false;
 };
 
 std::vector<std::string> split_list(const std::string& field, const std::string& text) {
@@ -67,6 +67,7 @@ int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
   if (given(o.configs_opt)) opts.random_configs = parse_positive_int("configs", o.configs) - 1;
   if (given(o.seed_opt)) opts.seed = static_cast<std::uint64_t>(parse_positive_int("seed", o.seed));
   opts.stages = !o.layer_only;
+  opts.topk_sum_in_gemm2 = !o.deterministic;
 
   const bool own_model = g.given("model") || g.given("experts") || g.given("topk") ||
                          g.given("intermediate") || g.given("hidden");
@@ -146,6 +147,9 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
   o->seed_opt = sub->add_option("--seed", o->seed, "random seed, a positive integer (default: fresh)")->type_name("N");
   sub->add_flag("--layer-only", o->layer_only, "check the whole layer only, not each stage");
   sub->add_flag("--verbose", o->verbose, "print every check, not only layers and failures");
+  sub->add_flag("--deterministic", o->deterministic,
+                "check the layer with the separate top-k sum (default on sm_90+: GEMM2 adds it "
+                "into the output with atomics)");
   return {{sub, [&g, o] { return run_check_command(g, *o); }}};
 }
 

@@ -55,10 +55,14 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
   require(args.expert_ids, "expert_ids");
   require(args.num_tokens_post_padded, "num_tokens_post_padded");
   if (!gemm_stage_is_up(args.stage)) require(args.topk_weights, "topk_weights");
-  if (args.zero_out != nullptr &&
-      (args.zero_out_bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(args.zero_out) % 16 != 0))
+  if (args.zero_out != nullptr && args.zero_out_bytes % 16 != 0)
     throw InputError("zero_out_bytes", std::to_string(args.zero_out_bytes),
-                     "the zeroed buffer must be whole, aligned 16-byte vectors");
+                     "the zeroed buffer must be whole 16-byte vectors");
+  if (args.zero_out != nullptr && reinterpret_cast<std::uintptr_t>(args.zero_out) % 16 != 0)
+    throw InputError("zero_out", "misaligned", "the zeroed buffer must be 16-byte aligned");
+  // down_sum adds 16-byte vectors into out (kernels/common/red.cuh).
+  if (args.stage == GemmStage::down_sum && reinterpret_cast<std::uintptr_t>(args.out) % 16 != 0)
+    throw InputError("out", "misaligned", "GEMM2 adding the top-k sum needs it 16-byte aligned");
   if (args.stage == GemmStage::up_act && shape.block_shape && shape.dtype == Dtype::fp8_w8a8)
     require(args.out_scale, "out_scale");
   if (shape.dtype == Dtype::fp8_w8a8) {

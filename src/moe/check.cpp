@@ -324,6 +324,7 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         FusedMoeOptions fo;
         fo.rank = cs.rank;
         fo.arch = arch;
+        fo.topk_sum_in_gemm2 = opts.topk_sum_in_gemm2;
         std::unique_ptr<FusedMoe> fm;
         try {
           fm = std::make_unique<FusedMoe>(s, gpu, ConfigTable{{Mi, up}}, ConfigTable{{Mi, down}},
@@ -643,8 +644,11 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
                  act_in_memory ? ""
                                : "SiLU(gate)*up and its fp8 quantization in one kernel, against "
                                  "the quantized fp64 SiLU(gate)*up of GPU GEMM1's output");
+          // 1e-2 in every dtype, as the reduce stage's: against a reference from the GPU's own
+          // activation and dequantized weights, only roundings remain (~4e-3 measured), and a
+          // lost or doubled slot row must not hide under fp8's 5e-2.
           if (sums_topk) {
-            emit("gemm2+reduce", rel_error(o_got, o_ref), thr, nr,
+            emit("gemm2+reduce", rel_error(o_got, o_ref), 1e-2, nr,
                  "GEMM2 added each slot's row into the output (atomics), against the fp64 sum "
                  "of the fp64 GEMM2 reference on the GPU's activation");
           } else {

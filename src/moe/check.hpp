@@ -46,6 +46,9 @@ struct CheckOptions {
   std::uint64_t seed = 0;     // 0: fresh random inputs (the seed used is reported)
   std::string arch;           // "" = the GPU's
   int reference_threads = 0;  // 0 = all cores
+  // FusedMoeOptions::topk_sum_in_gemm2 of the layers checked (false: `check --deterministic`,
+  // the separate top-k sum; true: GEMM2's atomic adds on sm_90+, the default).
+  bool topk_sum_in_gemm2 = true;
 };
 
 struct CheckResult {
@@ -53,7 +56,8 @@ struct CheckResult {
   std::string dtype;    // variant name
   std::int64_t M = 0;
   std::string stage;    // "routing", "align", "quant", "gemm1", "act", "act_quant", "gemm2",
-                        // "reduce", "layer", "layer (decode kernels)", "decode routing"
+                        // "reduce" (or "gemm2+reduce" where GEMM2 adds the top-k sum), "layer",
+                        // "layer (decode kernels)", "decode routing"
   std::string config;   // "up <json> down <json>" of the configs used
   double error = 0;     // relative Frobenius error (NaN when the output held NaN/inf)
   double threshold = 0;

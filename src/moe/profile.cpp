@@ -44,11 +44,15 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
         c.bytes += c2.bytes;
         c.flops += c2.flops;
       }
+      // Folded, GEMM2 writes no [slots, K] rows (the reduce stage's cost is their read plus the
+      // output's write): its bytes lose those rows and gain the output; GEMM1 zeroes the output.
+      const double out_bytes = double(M) * s.K * 2;
       if (sums && st == MoeStage::gemm2) {
-        const StageCost c2 = stage_cost(s, MoeStage::reduce, M, true, fused_act);
-        c.bytes += c2.bytes;
-        c.flops += c2.flops;
+        const StageCost r = stage_cost(s, MoeStage::reduce, M, true, fused_act);
+        const double rows = r.bytes - out_bytes;  // local slots x K x 2
+        c.bytes += out_bytes - rows;
       }
+      if (sums && st == MoeStage::gemm1) c.bytes += out_bytes;
       t.bytes = c.bytes;
       t.flops = c.flops;
       t.floor_s = std::max(c.bytes / spec.bandwidth_Bps, c.flops / spec.peak_flops);

@@ -61,6 +61,8 @@ TEST(MoeDecodeGpu, MatchesTheStageKernelsWithOtherRanksSlots) {
       if (max_tokens == 0) continue;
       FusedMoeOptions opts;
       opts.rank = 1;
+      opts.topk_sum_in_gemm2 = false;  // the stage side's fixed-order sum (the decode kernels sum
+                                       // in their own down kernel either way)
       FusedMoe fm(s, local_gpu(), {}, {}, opts);
       fm.prepare(4);
       cuda::Stream stream;
@@ -158,7 +160,9 @@ TEST(MoeDecodeGpu, RoutesAsTheStageKernelsAtOtherRouterWidths) {
   cuda::Context::get(0);
   for (const MoeShape& s : test_support::off_anchor_router_widths()) {
     const int E = s.E_global;
-    FusedMoe fm(s, local_gpu(), {}, {}, {});
+    FusedMoeOptions det;
+    det.topk_sum_in_gemm2 = false;  // the stage side's fixed-order sum
+    FusedMoe fm(s, local_gpu(), {}, {}, det);
     fm.prepare(2);
     cuda::Stream stream;
     BenchData d;
