@@ -2,6 +2,7 @@
 #include "moetune/fused_moe.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <set>
 
@@ -463,9 +464,9 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
   // Not where out overlaps a 16-bit hidden state (an in-place call): GEMM1 reads it while its
   // blocks zero out. (Block fp8's GEMM1 reads the routing's quantized copy.)
   const std::size_t rows_bytes = static_cast<std::size_t>(M) * s.K * 2;
-  const auto* ob = static_cast<const char*>(out);
-  const auto* hb = static_cast<const char*>(in.hidden);
-  const bool in_place = !fp8(s) && out != nullptr && hb != nullptr && ob < hb + rows_bytes &&
+  const auto ob = reinterpret_cast<std::uintptr_t>(out);
+  const auto hb = reinterpret_cast<std::uintptr_t>(in.hidden);
+  const bool in_place = !fp8(s) && ob != 0 && hb != 0 && ob < hb + rows_bytes &&
                         hb < ob + rows_bytes;
   const bool sums_topk = L.gemm2_sums_topk && !gemm_phase && !in_place;
   if (sums_topk && out == nullptr &&
