@@ -33,6 +33,7 @@ namespace moetune::moe {
 namespace {
 
 using moetune::moe::testing::local_gpu;
+using moetune::moe::testing::run_layer;  // 4 calls per graph, replayed twice
 
 class MoePdlGpu : public ::testing::Test {
  protected:
@@ -47,34 +48,6 @@ class MoePdlGpu : public ::testing::Test {
     std::printf("driver %d, arch %s\n", v, arch.c_str());
   }
 };
-
-constexpr int kCallsPerGraph = 4;
-
-// One layer call's output, from `calls` back-to-back forward()s captured into a graph and
-// replayed twice (graph = true), or eager (graph = false). The output is poisoned first.
-std::vector<std::uint16_t> run_layer(const FusedMoe& fm, const BenchData& d, bool graph,
-                                     cuda::Stream& stream) {
-  const BenchSet& b = d.sets.at(0);
-  const std::size_t n = static_cast<std::size_t>(d.M) * fm.shape().K;
-  cuda::DeviceBuffer out(n * 2);
-  out.fill_u8(0xFF);
-  auto call = [&] {
-    fm.forward(b.inputs, d.weights, reinterpret_cast<void*>(out.ptr()),
-               reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), stream);
-  };
-  if (graph) {
-    cuda::Graph g;
-    g.begin_capture(stream);
-    for (int i = 0; i < kCallsPerGraph; ++i) call();
-    g.end_capture();
-    g.launch(stream);
-    g.launch(stream);
-  } else {
-    call();
-  }
-  stream.synchronize();
-  return out.download_as<std::uint16_t>(n);
-}
 
 // decode: FusedMoeOptions::decode_kernels (false: the stage kernels at every M).
 void expect_identical(const MoeShape& s, const ConfigTable& up, const char* label,

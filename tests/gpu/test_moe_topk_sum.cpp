@@ -27,6 +27,7 @@ namespace moetune::moe {
 namespace {
 
 using testing::local_gpu;
+using testing::run_layer;
 
 class MoeTopkSumGpu : public ::testing::Test {
  protected:
@@ -38,31 +39,6 @@ class MoeTopkSumGpu : public ::testing::Test {
     if (!gemm2_sums_topk_applies(1, arch)) GTEST_SKIP() << "needs sm_90+, this GPU is " << arch;
   }
 };
-
-// The layer's output after `calls` forward()s into one poisoned output buffer: eager (graph
-// false) or captured into a graph replayed three times.
-std::vector<std::uint16_t> run_layer(const FusedMoe& fm, const BenchData& d, bool graph,
-                                     cuda::Stream& stream, int calls = 4) {
-  const BenchSet& b = d.sets.at(0);
-  const std::size_t n = static_cast<std::size_t>(d.M) * fm.shape().K;
-  cuda::DeviceBuffer out(n * 2);
-  out.fill_u8(0xFF);  // NaN in bf16 and fp16
-  auto call = [&] {
-    fm.forward(b.inputs, d.weights, reinterpret_cast<void*>(out.ptr()),
-               reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), stream);
-  };
-  if (graph) {
-    cuda::Graph g;
-    g.begin_capture(stream);
-    for (int i = 0; i < calls; ++i) call();
-    g.end_capture();
-    for (int r = 0; r < 3; ++r) g.launch(stream);
-  } else {
-    call();
-  }
-  stream.synchronize();
-  return out.download_as<std::uint16_t>(n);
-}
 
 // sqrt(Σ (a - r)²) / sqrt(Σ r²) over every element; counts non-finite values of `a`.
 double rel_diff(Dtype act, const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& r,
@@ -103,7 +79,7 @@ void expect_close(const MoeShape& s, int rank, const std::vector<std::int64_t>& 
     stream.synchronize();
     const auto ref = run_layer(g, d, false, stream);
     const auto once = run_layer(f, d, false, stream);
-    const auto many = run_layer(f, d, true, stream);
+    const auto many = run_layer(f, d, true, stream, 4, 3);  // 12 calls into one output
     std::size_t bad_once = 0, bad_many = 0;
     const double e_once = rel_diff(act, once, ref, &bad_once);
     const double e_many = rel_diff(act, many, ref, &bad_many);
