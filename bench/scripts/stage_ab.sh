@@ -2,7 +2,7 @@
 # Device call (carry .devbin; run from the repository root): correctness, then a layer A/B of
 # builds and environment settings.
 #   1. gpu_test_gemm_mma (GEMM_FILTER, default all), gpu_test_moe_topk_sum, _stages, _pdl and _decode where
-#      .devbin has them;
+#      .devbin has them (TESTS=none skips them);
 #   2. `moetune check` at CHECK_BATCH (default 8,64,257; `none` skips it) on the anchors,
 #      fp8_block and bf16;
 #   3. `moetune bench` of every side in SIDES at BENCH_BATCH on each of BENCH_MODELS
@@ -14,11 +14,13 @@
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
 call_setup ab_call
-[ -x .devbin/gpu_test_gemm_mma ] &&
-  step gemm_mma 300 .devbin/gpu_test_gemm_mma --gtest_color=no --gtest_filter="${GEMM_FILTER:-*}"
-for t in gpu_test_moe_topk_sum gpu_test_moe_stages gpu_test_moe_pdl gpu_test_moe_decode; do
-  [ -x ".devbin/$t" ] && step "$t" 150 ".devbin/$t" --gtest_color=no
-done
+if [ "${TESTS:-all}" != none ]; then
+  [ -x .devbin/gpu_test_gemm_mma ] &&
+    step gemm_mma 300 .devbin/gpu_test_gemm_mma --gtest_color=no --gtest_filter="${GEMM_FILTER:-*}"
+  for t in gpu_test_moe_topk_sum gpu_test_moe_stages gpu_test_moe_pdl gpu_test_moe_decode; do
+    [ -x ".devbin/$t" ] && step "$t" 150 ".devbin/$t" --gtest_color=no
+  done
+fi
 [ "${CHECK_BATCH:-8,64,257}" != none ] &&
   step check "${CHECK_S:-240}" .devbin/moetune check --batch "${CHECK_BATCH:-8,64,257}" \
     --configs 2 --variants bf16,fp8_block
