@@ -31,6 +31,8 @@
 //   zero_out     null, or zero_vecs 16-byte vectors that the grid zeroes (each block a share,
 //                after its PDL wait, whether or not it has work): GEMM1 clears the layer's
 //                output [M, K] this way before a SUM_TOPK GEMM2 adds into it.
+//   topk_ids, expert_start: the wgmma kernel's derived alignment (its ALIGN_E); unused here
+//                (same signature: src/gemm never asks this kernel to derive it).
 //
 // Grid: gridDim.x = (M-blocks bound) x N_TILES (N_TILES = ceil(N_OUT / BLOCK_SIZE_N)), walked in
 // GROUP_SIZE_M order: GROUP_SIZE_M consecutive M-blocks (usually one expert) sweep an N-tile
@@ -99,7 +101,8 @@ __global__ void __launch_bounds__(num_warps * 32)
                  const int* __restrict__ sorted_token_ids, const int* __restrict__ expert_ids,
                  const int* __restrict__ num_tokens_post_padded, long long M,
                  void* __restrict__ workspace, float* __restrict__ out_scale,
-                 void* __restrict__ zero_out, long long zero_vecs) {
+                 void* __restrict__ zero_out, long long zero_vecs,
+                 const int* __restrict__ /*topk_ids*/, int /*expert_start*/) {
   using namespace tile_math;
   (void)out_scale;
   constexpr bool kUp = STAGE == kStageUp;

@@ -48,6 +48,13 @@
 // slot's row becomes a red.global.add into row slot / TOPK (16-byte vectors from the staged
 // tile). zero_out / zero_vecs: as there.
 //
+// ALIGN_E > 0 (up stage, SPLIT_K 1, M * TOPK <= kInlineAlignMaxSlots: decode): there is no
+// alignment launch before GEMM1. Each block derives its expert and slots from topk_ids
+// (kernels/common/inline_align.cuh; ALIGN_E local experts from expert_start) and the blocks of
+// N-tile 0 write the alignment's tables for GEMM2 (their M-block's sorted_token_ids rows, its
+// expert_ids entry (-1: no work), and M-block 0 num_tokens_post_padded): GEMM2 reads them
+// after its wait for this grid. The table pointers are written, not read, then.
+//
 // Chosen by src/gemm for arch sm_90a when tile_math::gemm_wgmma_eligible(config) holds, or
 // SWAP_AB is 1 (tile_math::gemm_swapab_violation says what swap-AB needs).
 #pragma once
@@ -56,6 +63,7 @@
 #include <cuda_fp8.h>
 
 #include "common/act.cuh"
+#include "common/inline_align.cuh"
 #include "common/mbarrier.cuh"
 #include "common/pdl.cuh"
 #include "common/ptx.cuh"
@@ -81,7 +89,8 @@ template <int STAGE,          // tile_math::kStageUp (w13) or kStageDown (w2, ti
           int SPLIT_K,        // blocks sharing one output tile's reduction (gridDim.y)
           int FUSED_ACT,      // 1: up stage writes silu(gate)·up [M*TOPK, N] (block fp8: quantized)
           int SWAP_AB,        // 1: weights as wgmma's A, the tile's tokens as its N (decode)
-          int SUM_TOPK>       // 1: down stage adds into out [M, K] (the top-k sum); else 0
+          int SUM_TOPK,       // 1: down stage adds into out [M, K] (the top-k sum); else 0
+          int ALIGN_E>        // > 0: up stage derives the alignment for ALIGN_E local experts
 __global__ void __launch_bounds__(
     tile_math::gemm_wgmma_block_threads(
         num_warps, tile_math::gemm_wgmma_warp_specialized(DTYPE == tile_math::kDtypeFp8Block,
@@ -107,7 +116,8 @@ __global__ void __launch_bounds__(
                  const int* __restrict__ sorted_token_ids, const int* __restrict__ expert_ids,
                  const int* __restrict__ num_tokens_post_padded, long long M,
                  void* __restrict__ workspace, float* __restrict__ out_scale,
-                 void* __restrict__ zero_out, long long zero_vecs) {
+                 void* __restrict__ zero_out, long long zero_vecs,
+                 const int* __restrict__ topk_ids, int expert_start) {
   using namespace tile_math;
   constexpr bool kUp = STAGE == kStageUp;
   constexpr bool kFp8 = DTYPE == kDtypeFp8Block || DTYPE == kDtypeFp8Tensor;
@@ -167,6 +177,11 @@ __global__ void __launch_bounds__(
   constexpr bool kActQuant = kAct && kBlockScale;        // fused, and quantized per group
 
   static_assert(FUSED_ACT == 0 || FUSED_ACT == 1, "FUSED_ACT must be 0 or 1");
+  constexpr bool kInlineAlign = ALIGN_E > 0;
+  static_assert(!kInlineAlign || (kUp && SPLIT_K == 1),
+                "ALIGN_E: the up stage without split-K derives the alignment");
+  static_assert(!kInlineAlign || inline_align_scratch_bytes(ALIGN_E) <= num_stages * kStageBytes,
+                "ALIGN_E: the derivation's scratch must fit in the ring");
   static_assert(!kAct || gemm_act_violation(kUp, DTYPE, N, WN, kSwap, BLOCK_SIZE_N,
                                             SCALE_BLOCK_K) == nullptr,
                 "FUSED_ACT: up stage, N % 8 == 0, warpgroup slice / 2 a multiple of 8; block fp8: "
@@ -235,24 +250,44 @@ __global__ void __launch_bounds__(
   // (block fp8 layer -0.2..-1.1% at M = 8..256); not in moe_gemm_mma.cuh: there ptxas spilled
   // the bf16 k128 s4 up tile for it (bf16 layer +1.3%;
   // bench/results/2026-12-01_h200_fourteenth_session.md, call 1).
-  const int total_padded = __ldg(num_tokens_post_padded);
-  const int expert = __ldg(expert_ids + pid_m);
-  const int first_slot =
-      tid < BLOCK_SIZE_M ? __ldg(sorted_token_ids + (long long)pid_m * BLOCK_SIZE_M + tid) : -1;
-  if (zero_out != nullptr)  // while the reads are in flight; before the exit below
-    red::zero_share<kBlockThreads>(zero_out, zero_vecs,
-                                   (long long)blockIdx.y * gridDim.x + blockIdx.x,
-                                   (long long)gridDim.x * gridDim.y);
-  // expert < 0: an expert of another rank (EP)
-  if ((pid_m * BLOCK_SIZE_M >= total_padded) | (expert < 0)) return;
   const long long num_slots = M * TOPK;
+  int total_padded, expert, first_slot = -1;
+  if constexpr (kInlineAlign) {
+    if (zero_out != nullptr)
+      red::zero_share<kBlockThreads>(zero_out, zero_vecs,
+                                     (long long)blockIdx.y * gridDim.x + blockIdx.x,
+                                     (long long)gridDim.x * gridDim.y);
+    inline_align::derive_block<BLOCK_SIZE_M, kBlockThreads, ALIGN_E>(
+        topk_ids, static_cast<int>(num_slots), expert_start, pid_m, reinterpret_cast<int*>(smem),
+        s_slot, expert, total_padded);
+    if (pid_n == 0) {  // GEMM2's tables: one block per M-block writes its entries
+      int* sorted_out = const_cast<int*>(sorted_token_ids) + (long long)pid_m * BLOCK_SIZE_M;
+      for (int r = tid; r < BLOCK_SIZE_M; r += kBlockThreads)
+        sorted_out[r] = s_slot[r] >= 0 ? s_slot[r] : static_cast<int>(num_slots);
+      if (tid == 0) const_cast<int*>(expert_ids)[pid_m] = expert;
+      if (tid == 0 && pid_m == 0) *const_cast<int*>(num_tokens_post_padded) = total_padded;
+    }
+  } else {
+    total_padded = __ldg(num_tokens_post_padded);
+    expert = __ldg(expert_ids + pid_m);
+    first_slot =
+        tid < BLOCK_SIZE_M ? __ldg(sorted_token_ids + (long long)pid_m * BLOCK_SIZE_M + tid) : -1;
+    if (zero_out != nullptr)  // while the reads are in flight; before the exit below
+      red::zero_share<kBlockThreads>(zero_out, zero_vecs,
+                                     (long long)blockIdx.y * gridDim.x + blockIdx.x,
+                                     (long long)gridDim.x * gridDim.y);
+  }
+  // expert < 0: an expert of another rank (EP), or (inline) past the last expert's run
+  if ((pid_m * BLOCK_SIZE_M >= total_padded) | (expert < 0)) return;
   const int n_start = pid_n * BLOCK_SIZE_N;
 
-  // ---- slot table ----------------------------------------------------------------------------
-  for (int r = tid; r < BLOCK_SIZE_M; r += kBlockThreads) {
-    const int slot =
-        r == tid ? first_slot : __ldg(sorted_token_ids + (long long)pid_m * BLOCK_SIZE_M + r);
-    s_slot[r] = (slot >= 0 && slot < num_slots) ? slot : -1;
+  // ---- slot table (inline: derive_block wrote it) ----------------------------------------------
+  if constexpr (!kInlineAlign) {
+    for (int r = tid; r < BLOCK_SIZE_M; r += kBlockThreads) {
+      const int slot =
+          r == tid ? first_slot : __ldg(sorted_token_ids + (long long)pid_m * BLOCK_SIZE_M + r);
+      s_slot[r] = (slot >= 0 && slot < num_slots) ? slot : -1;
+    }
   }
   if (kWarpSpecialized && tid == 0) {
 #pragma unroll

@@ -104,6 +104,13 @@ struct FusedMoeOptions {
   // separate top-k sum (fp32, fixed order, one rounding: bit-reproducible); `--deterministic`
   // on the command line.
   bool topk_sum_in_gemm2 = true;
+  // GEMM1 derives the alignment itself at decode sizes (FusedMoe::gemm1_aligns): each of its
+  // blocks reads topk_ids and finds its expert and slots in shared memory, its first N-tile's
+  // blocks write the tables for GEMM2, and MoeStage::align launches nothing (one launch and a
+  // grid boundary less; kernels/common/inline_align.cuh). Same outputs (each expert's slots in
+  // ascending order, which no output depends on). Being measured: off by default;
+  // `--align-in-gemm1` turns it on.
+  bool alignment_in_gemm1 = false;
 };
 
 // Device pointers of the layer's weights (see the layout comment above).
@@ -150,6 +157,8 @@ struct MoeWorkspaceLayout {
   std::size_t act_q = 0;                 // fp8: [M*topk, N] e4m3
   std::size_t act_scale = 0;             // fp8: [M*topk, N/bk] or [1] fp32
   std::size_t y = 0;                     // GEMM2 out [M*topk, K] act (times routed weight)
+  bool gemm1_aligns = false;             // FusedMoe::gemm1_aligns(M): GEMM1 writes the
+                                         // alignment's tables, MoeStage::align does nothing
   bool gemm2_sums_topk = false;          // FusedMoe::gemm2_sums_topk(M): GEMM1 zeroes out,
                                          // GEMM2 adds into it (y unused), reduce does nothing;
                                          // except a 16-bit call in place (out = hidden), which
@@ -227,6 +236,12 @@ class FusedMoe {
   // (options.topk_sum_in_gemm2, gemm2_sums_topk_applies, not the persistent kernel). A 16-bit
   // call whose out overlaps hidden keeps the separate sum all the same (see `out` above).
   bool gemm2_sums_topk(std::int64_t M) const;
+  // Whether GEMM1 derives the alignment for M tokens (options.alignment_in_gemm1 and PDL's
+  // arch aside): where routing and alignment do not share a launch (routing_fuses_align's
+  // sizes), not the persistent kernel, both GEMMs without split-K (the alignment launch zeroes
+  // their counters), and gemm::gemm_inline_align_violation holds nothing for M's up config
+  // (sm_90a's kernel, M * topk <= 256, E <= 512). The tables then come from the gemm1 stage.
+  bool gemm1_aligns(std::int64_t M) const;
   // One stage, reading its inputs from `in`/`w` and the workspace (earlier stages' outputs);
   // `out` is used by MoeStage::reduce, and where gemm2_sums_topk(M) by gemm1 (which zeroes it)
   // and gemm2 (which adds into it; reduce then does nothing): give those two the same out, never

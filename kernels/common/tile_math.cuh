@@ -21,6 +21,15 @@ constexpr int kDtypeFp16 = 1;       // fp16 a and w, fp32 accumulate, fp16 out
 constexpr int kDtypeFp8Block = 2;   // e4m3 a and w, per-(row, 128-group) a_scale, [bn, bk] w_scale
 constexpr int kDtypeFp8Tensor = 3;  // e4m3 a and w, one a_scale, one w_scale per expert
 
+// GEMM1 deriving the alignment itself (ALIGN_E > 0, kernels/common/inline_align.cuh): bounds on
+// the call's slots (M * topk) and on the local experts, and the shared memory it borrows from
+// the ring (a slot's expert, a count per expert, three results, a sum per warp; int32 each).
+constexpr int kInlineAlignMaxSlots = 256;
+constexpr int kInlineAlignMaxE = 512;
+MOETUNE_HD constexpr int inline_align_scratch_bytes(int E) {
+  return (kInlineAlignMaxSlots + E + 3 + 32) * 4;
+}
+
 MOETUNE_HD constexpr int ceil_div(long long a, long long b) { return static_cast<int>((a + b - 1) / b); }
 
 // Warp grid of one block: warps_m x warps_n = num_warps, each warp owning a

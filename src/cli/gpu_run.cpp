@@ -70,6 +70,9 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
                "bit-reproducible output: the top-k sum as its own launch in a fixed order "
                "(default on sm_90+: GEMM2 adds each slot's row into the output with atomics, "
                "whose order varies from run to run)");
+  sub.add_flag("--align-in-gemm1", o.align_in_gemm1,
+               "GEMM1 derives the alignment from topk_ids in each block at decode sizes and "
+               "writes the tables for GEMM2: no align launch (default off while it is measured)");
 }
 
 FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
@@ -78,6 +81,7 @@ FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
   f.decode_kernels = !o.no_decode_kernels;
   f.persistent_gemms = o.persistent;
   f.topk_sum_in_gemm2 = !o.deterministic;
+  f.alignment_in_gemm1 = o.align_in_gemm1;
   return f;
 }
 

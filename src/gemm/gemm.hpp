@@ -100,7 +100,21 @@ struct GemmArgs {
   // pdl_wait() before their first global access. Not where launch_gemm memsets the split-K
   // counters first: a memset between two kernels leaves no programmatic edge to take.
   bool pdl = false;
+  // Non-null (up stages; gemm_inline_align_violation must hold nothing): no alignment ran
+  // before this GEMM. Each block derives its expert and slots from topk_ids [M, topk] (global
+  // expert ids; this rank's experts start at expert_start), and the launch writes the tables
+  // (sorted_token_ids, expert_ids, num_tokens_post_padded, the layout moe_align writes, each
+  // expert's slots in ascending order) for the GEMM2 after it.
+  const int32_t* topk_ids = nullptr;
+  int expert_start = 0;
 };
+
+// Why GEMM1 cannot derive the alignment itself (GemmArgs::topk_ids) for M tokens with `config`
+// on `arch`, or nullptr when it can: the up stages of the Hopper kernel (gemm_uses_wgmma)
+// without split-K, M * topk <= tile_math::kInlineAlignMaxSlots and at most
+// tile_math::kInlineAlignMaxE local experts.
+const char* gemm_inline_align_violation(const MoeShape& shape, const KernelConfig& config,
+                                        GemmStage stage, int64_t M, const std::string& arch);
 
 // The kernel instance for (shape, config, stage) on `arch` ("sm_80", "sm_89", "sm_90a",
 // "sm_120"...). Name carries the path and config:
@@ -111,8 +125,12 @@ struct GemmArgs {
 // (tile_rule_violation, block-fp8 scale straddling, fp8 below sm_89, up_act with per-tensor fp8,
 // with a warp slice whose halves are not whole n8 chunks, or with block fp8 off swap-AB or with
 // part of a quantization group per block: tile_math::gemm_act_violation).
+// inline_align: the instance that derives the alignment (GemmArgs::topk_ids; the wgmma
+// kernel's ALIGN_E = shape.E, name suffix _ia); InputError where gemm_inline_align_violation
+// at M = 1 says it cannot.
 cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& config,
-                                  GemmStage stage, const std::string& arch);
+                                  GemmStage stage, const std::string& arch,
+                                  bool inline_align = false);
 
 // True when gemm_kernel_spec picks the Hopper kernel (kernels/moe_gemm_wgmma_sm90a.cuh): arch
 // sm_90a and tile_math::gemm_wgmma_eligible (rows of 128 bytes, warpgroup tiling), or SWAP_AB 1

@@ -63,6 +63,10 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
   // down_sum adds 16-byte vectors into out (kernels/common/red.cuh).
   if (args.stage == GemmStage::down_sum && reinterpret_cast<std::uintptr_t>(args.out) % 16 != 0)
     throw InputError("out", "misaligned", "GEMM2 adding the top-k sum needs it 16-byte aligned");
+  const bool inline_align = args.topk_ids != nullptr;
+  if (inline_align)
+    if (const char* why = gemm_inline_align_violation(shape, c, args.stage, args.M, dev.arch))
+      throw InputError("topk_ids", "given", why);
   if (args.stage == GemmStage::up_act && shape.block_shape && shape.dtype == Dtype::fp8_w8a8)
     require(args.out_scale, "out_scale");
   if (shape.dtype == Dtype::fp8_w8a8) {
@@ -78,7 +82,7 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
     throw InputError("smem_bytes", std::to_string(g.smem_bytes),
                      fmt::format("above this GPU's {} bytes of shared memory per block",
                                  dev.smem_optin));
-  const cuda::KernelSpec spec = gemm_kernel_spec(shape, c, args.stage, dev.arch);
+  const cuda::KernelSpec spec = gemm_kernel_spec(shape, c, args.stage, dev.arch, inline_align);
   const auto kernel = cuda::Jit::instance().get(spec);
   const void* a = args.a;
   const float* a_scale = args.a_scale;
@@ -94,9 +98,11 @@ void launch_gemm(const MoeShape& shape, const KernelConfig& c, const GemmArgs& a
   float* out_scale = args.out_scale;
   void* zero_out = args.zero_out_bytes > 0 ? args.zero_out : nullptr;
   long long zero_vecs = static_cast<long long>(args.zero_out_bytes / 16);
+  const int32_t* topk_ids = args.topk_ids;
+  int expert_start = args.expert_start;
   void* params[] = {&a,          &a_scale, &w,         &w_scale,   &out,      &topk_weights,
                     &sorted,     &expert_ids, &ntpp,   &M,         &workspace, &out_scale,
-                    &zero_out,   &zero_vecs};
+                    &zero_out,   &zero_vecs, &topk_ids, &expert_start};
   cuda::LaunchOptions lo;
   lo.pdl = args.pdl;
   if (ws > 0 && !args.workspace_counters_zeroed) {

@@ -191,8 +191,22 @@ bool gemm_uses_wgmma(const MoeShape& shape, const KernelConfig& c, const std::st
                                  bytes, dtype_code(shape) == tm::kDtypeFp8Block);
 }
 
+const char* gemm_inline_align_violation(const MoeShape& shape, const KernelConfig& c,
+                                        GemmStage stage, int64_t M, const std::string& arch) {
+  if (!is_up(stage)) return "only GEMM1 (an up stage) derives the alignment";
+  if (c.SPLIT_K != 1) return "split-K needs the alignment launch to zero its counters";
+  if (!gemm_uses_wgmma(shape, c, arch)) return "only the sm_90a (wgmma) kernel derives it";
+  if (M * shape.topk > tm::kInlineAlignMaxSlots)
+    return "more than tile_math::kInlineAlignMaxSlots slots (M * topk)";
+  if (shape.E > tm::kInlineAlignMaxE) return "more than tile_math::kInlineAlignMaxE local experts";
+  return nullptr;
+}
+
 cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& c, GemmStage stage,
-                                  const std::string& arch) {
+                                  const std::string& arch, bool inline_align) {
+  if (inline_align)
+    if (const char* why = gemm_inline_align_violation(shape, c, stage, 1, arch))
+      throw InputError("inline_align", "true", why);
   check_config(shape, c, stage, arch);
   const int code = dtype_code(shape);
   const bool block = code == tm::kDtypeFp8Block;
@@ -221,9 +235,11 @@ cuda::KernelSpec gemm_kernel_spec(const MoeShape& shape, const KernelConfig& c, 
   arg("FUSED_ACT", stage == GemmStage::up_act ? 1 : 0);
   if (wgmma) arg("SWAP_AB", c.SWAP_AB);
   arg("SUM_TOPK", stage == GemmStage::down_sum ? 1 : 0);
+  if (wgmma) arg("ALIGN_E", inline_align ? shape.E : 0);
   spec.name = fmt::format("moe_gemm_{}_{}{}_{}_N{}_K{}_topk{}", to_string(stage), dtype_tag(code),
                           wgmma ? "_wgmma" : "", config_name(c), shape.N, shape.K, shape.topk);
   if (block) spec.name += fmt::format("_b{}x{}", bn, bk);
+  if (inline_align) spec.name += fmt::format("_ia{}", shape.E);
   return spec;
 }
 

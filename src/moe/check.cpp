@@ -325,6 +325,7 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         fo.rank = cs.rank;
         fo.arch = arch;
         fo.topk_sum_in_gemm2 = opts.topk_sum_in_gemm2;
+        fo.alignment_in_gemm1 = opts.alignment_in_gemm1;
         std::unique_ptr<FusedMoe> fm;
         try {
           fm = std::make_unique<FusedMoe>(s, gpu, ConfigTable{{Mi, up}}, ConfigTable{{Mi, down}},
@@ -805,6 +806,15 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
         }
       }
   }
+  // GEMM1 deriving the alignment (sm_90a, block fp8's swap-AB decode tiles: n256 fused, n128
+  // unfused) on both anchors' expert counts.
+  if (arch == "sm_90a" && has_fp8)
+    for (const CheckShape& cs : shapes) {
+      const MoeShape f8 = with_dtype_variant(cs.shape, "fp8_block");
+      specs.push_back(gemm::gemm_kernel_spec(f8, swap_fp8_act, gemm::GemmStage::up_act, arch, true));
+      specs.push_back(gemm::gemm_kernel_spec(f8, KernelConfig{16, 128, 128, 1, 4, 3, 1, 1},
+                                             gemm::GemmStage::up, arch, true));
+    }
   // The anchors share some kernels (the same decode kernels at M = 1 and 2 where the geometry
   // does not change): each once, so the count is of distinct kernels.
   std::set<std::string> seen;

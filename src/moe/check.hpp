@@ -49,6 +49,8 @@ struct CheckOptions {
   // FusedMoeOptions::topk_sum_in_gemm2 of the layers checked (false: `check --deterministic`,
   // the separate top-k sum; true: GEMM2's atomic adds on sm_90+, the default).
   bool topk_sum_in_gemm2 = true;
+  // FusedMoeOptions::alignment_in_gemm1 of the layers checked (`check --align-in-gemm1`).
+  bool alignment_in_gemm1 = false;
 };
 
 struct CheckResult {

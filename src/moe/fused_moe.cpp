@@ -12,6 +12,7 @@
 #include "cuda/driver.hpp"
 #include "cuda/jit.hpp"
 #include "gemm/gemm.hpp"
+#include "kernels/common/tile_math.cuh"
 #include "moe/decode.hpp"
 #include "moe/persistent.hpp"
 #include "moe/reference.hpp"
@@ -361,6 +362,7 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
     L.persistent = uses_persistent_gemms(M);
   }
   L.gemm2_sums_topk = gemm2_sums_topk(M);
+  L.gemm1_aligns = gemm1_aligns(M);
   L.total = off;
   return L;
 }
@@ -389,6 +391,17 @@ void FusedMoe::prepare(std::int64_t max_M) {
     if (!fused_all) specs.push_back(gemm::gemm_kernel_spec(s, c, gemm::GemmStage::up, arch));
     act_stage = act_stage || !fused_all;
     bms.insert(c.BLOCK_SIZE_M);
+  }
+  // GEMM1 deriving the alignment (gemm1_aligns): its instance at each M where it does (a few
+  // dozen sizes at most: M * topk <= tile_math::kInlineAlignMaxSlots).
+  if (impl_->opts.alignment_in_gemm1) {
+    std::set<std::string> names;
+    for (std::int64_t M = 1; M <= max_M && M * s.topk <= tile_math::kInlineAlignMaxSlots; ++M) {
+      if (!gemm1_aligns(M)) continue;
+      const KernelConfig& c = up_config(M);
+      cuda::KernelSpec spec = gemm::gemm_kernel_spec(s, c, gemm::gemm1_stage(s, M, c), arch, true);
+      if (names.insert(spec.name).second) specs.push_back(std::move(spec));
+    }
   }
   // The plain GEMM2 also where it folds the top-k sum: the GEMM phase (enqueue_gemm_phase) runs it.
   for (const auto& c : reachable(impl_->down, max_M)) {
@@ -538,6 +551,7 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
       return;
     }
     case MoeStage::align: {
+      if (L.gemm1_aligns) return;  // GEMM1 derives it and writes the tables
       if (routing_fuses_align(s, M, in.router_logits != nullptr)) return;  // routing aligned
       const auto [za, na] = counters(true);
       const auto [zb, nb] = counters(false);
@@ -584,6 +598,10 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
       const gemm::GemmStage st =
           L.gemm1_fused_act ? gemm::GemmStage::up_act : gemm::GemmStage::up;
       gemm::GemmArgs a = gemm_args(st);
+      if (L.gemm1_aligns) {  // no alignment launch: GEMM1's blocks derive it from topk_ids
+        a.topk_ids = p.topk_ids;
+        a.expert_start = rank * s.E;
+      }
       if (sums_topk) {  // GEMM2 adds into out: GEMM1's blocks clear it first
         a.zero_out = out;
         a.zero_out_bytes = rows_bytes;
@@ -648,6 +666,16 @@ bool FusedMoe::uses_persistent_gemms(std::int64_t M) const {
 bool FusedMoe::gemm2_sums_topk(std::int64_t M) const {
   return impl_->opts.topk_sum_in_gemm2 && gemm2_sums_topk_applies(M, impl_->arch) &&
          !uses_persistent_gemms(M);
+}
+
+bool FusedMoe::gemm1_aligns(std::int64_t M) const {
+  const MoeShape& s = impl_->shape;
+  if (!impl_->opts.alignment_in_gemm1 || M < 1 || moe::route_align_fits(s, M) ||
+      uses_persistent_gemms(M) || down_config(M).SPLIT_K != 1)
+    return false;
+  const KernelConfig& up = up_config(M);
+  return gemm::gemm_inline_align_violation(s, up, gemm::gemm1_stage(s, M, up), M,
+                                           impl_->arch) == nullptr;
 }
 
 bool FusedMoe::uses_decode_kernels(std::int64_t M) const {

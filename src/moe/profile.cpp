@@ -58,9 +58,11 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       t.floor_s = std::max(c.bytes / spec.bandwidth_Bps, c.flops / spec.peak_flops);
       if (meas) t.floor_measured_s = std::max(c.bytes / meas->bandwidth_Bps, c.flops / meas->peak_flops);
       const bool fused_align = routing_fuses_align(s, M, true);  // the bench sets carry logits
+      const bool gemm1_aligns = moe.gemm1_aligns(M);  // GEMM1 derives the tables itself
       const bool fused_quant = routing_fuses_quant(s, true);
       t.runs = !(st == MoeStage::quant && (s.dtype != Dtype::fp8_w8a8 || fused_quant)) &&
-               !(st == MoeStage::act && fused_act) && !(st == MoeStage::align && fused_align) &&
+               !(st == MoeStage::act && fused_act) &&
+               !(st == MoeStage::align && (fused_align || gemm1_aligns)) &&
                !(st == MoeStage::gemm2 && persistent) && !(st == MoeStage::reduce && sums);
       if (persistent && st == MoeStage::gemm1)
         t.note = "includes act and gemm2: the persistent GEMM kernel";
@@ -75,6 +77,9 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       if (fused_align && st == MoeStage::routing)
         t.note = "includes align: one block routes and aligns";
       if (fused_align && st == MoeStage::align) t.note = "fused into routing";
+      if (gemm1_aligns && st == MoeStage::align) t.note = "in gemm1: its blocks derive it";
+      if (gemm1_aligns && st == MoeStage::gemm1)
+        t.note += std::string(t.note.empty() ? "" : "; ") + "derives the alignment";
       if (fused_quant && st == MoeStage::routing)
         t.note += std::string(t.note.empty() ? "" : "; ") +
                   "includes quant: spare blocks quantize the hidden states";

@@ -188,7 +188,8 @@ TEST(GemmSpec, DownSumInstance) {
   const auto sw = gemm_kernel_spec(fp8, testing::swapped(cfg(16, 128, 128, 1, 4, 2)),
                                    GemmStage::down_sum, "sm_90a");
   EXPECT_EQ(sw.file, "moe_gemm_wgmma_sm90a.cuh");
-  EXPECT_EQ(sw.template_args.back(), (std::pair<std::string, std::string>{"SUM_TOPK", "1"}));
+  EXPECT_EQ(sw.template_args.end()[-2], (std::pair<std::string, std::string>{"SUM_TOPK", "1"}));
+  EXPECT_EQ(sw.template_args.back(), (std::pair<std::string, std::string>{"ALIGN_E", "0"}));
   EXPECT_EQ(sw.name,
             "moe_gemm_down_sum_fp8b_wgmma_m16n128k128_g1_w4_s2_sk1_ab1_N256_K3072_topk8_b128x128");
   EXPECT_FALSE(gemm_stage_is_up(GemmStage::down_sum));
@@ -420,12 +421,13 @@ TEST(GemmSpec, SwapAbInstanceAndRefusals) {
   EXPECT_FALSE(gemm_uses_wgmma(fp8, c, "sm_120"));
   const auto spec = gemm_kernel_spec(fp8, c, GemmStage::down, "sm_90a");
   EXPECT_EQ(spec.file, "moe_gemm_wgmma_sm90a.cuh");
-  EXPECT_EQ(spec.template_args[spec.template_args.size() - 2],
-            (std::pair<std::string, std::string>{"SWAP_AB", "1"}));
-  EXPECT_EQ(spec.template_args.back(), (std::pair<std::string, std::string>{"SUM_TOPK", "0"}));
+  // The wgmma kernel's last three: SWAP_AB, SUM_TOPK, ALIGN_E (0: the alignment's tables).
+  EXPECT_EQ(spec.template_args.end()[-3], (std::pair<std::string, std::string>{"SWAP_AB", "1"}));
+  EXPECT_EQ(spec.template_args.end()[-2], (std::pair<std::string, std::string>{"SUM_TOPK", "0"}));
+  EXPECT_EQ(spec.template_args.back(), (std::pair<std::string, std::string>{"ALIGN_E", "0"}));
   EXPECT_EQ(spec.name, "moe_gemm_down_fp8b_wgmma_m16n128k128_g1_w4_s3_sk1_ab1_N256_K3072_topk8_b128x128");
   EXPECT_EQ(gemm_kernel_spec(fp8, cfg(64, 128, 128, 8, 4, 3), GemmStage::up, "sm_90a")
-                .template_args.end()[-2],
+                .template_args.end()[-3],
             (std::pair<std::string, std::string>{"SWAP_AB", "0"}));
   try {
     (void)gemm_kernel_spec(fp8, c, GemmStage::up, "sm_120");

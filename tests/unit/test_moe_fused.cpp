@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gemm/gemm.hpp"
 #include "moe/check.hpp"
 #include "moe/profile.hpp"
 #include "moe/reference.hpp"
@@ -124,6 +125,84 @@ TEST(MoeFused, TopkSumInGemm2FromSm90) {
       EXPECT_EQ(e.field(), "out") << to_string(st);
     }
   }
+}
+
+// GEMM1 deriving the alignment: off by default; when asked, on the H200 for block fp8 at
+// M = 7..32 on both anchors (swap-AB wgmma tiles without split-K; M = 6's GEMM1 is split-K 2),
+// never where routing and alignment share a launch (M <= 5) or past 256 slots (M = 33 at
+// topk 8), never for bf16 (its decode GEMM1 is the mma.sync kernel's), on another arch's
+// kernels, with the persistent kernel or with a split-K GEMM2; the layout says so per M.
+TEST(MoeFused, AlignmentInGemm1WhereItApplies) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  EXPECT_FALSE(FusedMoeOptions{}.alignment_in_gemm1);
+  FusedMoeOptions on;
+  on.alignment_in_gemm1 = true;
+  for (int shape : {0, 1})
+    for (const char* d : {"bf16", "fp8_block"}) {
+      const MoeShape s = moe::with_dtype_variant(moe::anchor_check_shapes()[shape].shape, d);
+      const std::string what = std::string(d) + " shape " + std::to_string(shape);
+      EXPECT_FALSE(FusedMoe(s, h200).gemm1_aligns(8)) << what;
+      const FusedMoe fm(s, h200, {}, {}, on);
+      for (std::int64_t M = 1; M <= 40; ++M) {
+        const bool want = std::string(d) == "fp8_block" && M >= 7 && M <= 32;
+        EXPECT_EQ(fm.gemm1_aligns(M), want) << what << " M=" << M;
+        EXPECT_EQ(fm.workspace_layout(M).gemm1_aligns, want) << what << " M=" << M;
+      }
+      FusedMoeOptions sm89 = on;
+      sm89.arch = "sm_89";
+      EXPECT_FALSE(FusedMoe(s, h200, {}, {}, sm89).gemm1_aligns(8)) << what;
+    }
+  const MoeShape f8 = deepseek("fp8_block");
+  MoeShape ep = f8;  // EP 2, rank 1 (tests/gpu/test_moe_align_in_gemm1.cpp runs it)
+  ep.E = ep.E_global / 2;
+  FusedMoeOptions rank1 = on;
+  rank1.rank = 1;
+  const FusedMoe ep_moe(ep, h200, {}, {}, rank1);
+  for (std::int64_t M : {16, 32}) EXPECT_TRUE(ep_moe.gemm1_aligns(M)) << "EP rank 1 M=" << M;
+  EXPECT_EQ(ep_moe.gemm1_aligns(8), ep_moe.up_config(8).SPLIT_K == 1);
+  FusedMoeOptions persistent = on;
+  persistent.persistent_gemms = true;
+  const FusedMoe p(f8, h200, {}, {}, persistent);
+  ASSERT_TRUE(p.uses_persistent_gemms(8));
+  EXPECT_FALSE(p.gemm1_aligns(8));
+  const KernelConfig up{16, 256, 128, 1, 4, 3, 1, 1}, split_down{16, 64, 128, 1, 4, 3, 2};
+  const FusedMoe sk(f8, h200, ConfigTable{{8, up}}, ConfigTable{{8, split_down}}, on);
+  EXPECT_TRUE(FusedMoe(f8, h200, ConfigTable{{8, up}}, {}, on).gemm1_aligns(8));
+  EXPECT_FALSE(sk.gemm1_aligns(8));  // the alignment launch zeroes GEMM2's split-K counters
+}
+
+// The deriving GEMM1 instance: the wgmma kernel with ALIGN_E = E and a name of its own; refused
+// (InputError naming inline_align) for a down stage, a split-K tile, or the mma.sync kernel.
+TEST(MoeFused, AlignmentInGemm1KernelSpec) {
+  const MoeShape s = deepseek("fp8_block");
+  const KernelConfig up{16, 256, 128, 1, 4, 3, 1, 1};  // swap-AB
+  const cuda::KernelSpec plain = gemm::gemm_kernel_spec(s, up, gemm::GemmStage::up_act, "sm_90a");
+  const cuda::KernelSpec ia =
+      gemm::gemm_kernel_spec(s, up, gemm::GemmStage::up_act, "sm_90a", true);
+  auto arg = [](const cuda::KernelSpec& k, const std::string& name) {
+    for (const auto& [n, v] : k.template_args)
+      if (n == name) return v;
+    return std::string("missing");
+  };
+  EXPECT_EQ(arg(plain, "ALIGN_E"), "0");
+  EXPECT_EQ(arg(ia, "ALIGN_E"), std::to_string(s.E));
+  EXPECT_NE(plain.name, ia.name);
+  EXPECT_EQ(ia.name, plain.name + "_ia" + std::to_string(s.E));
+  EXPECT_EQ(gemm::gemm_inline_align_violation(s, up, gemm::GemmStage::up_act, 32, "sm_90a"),
+            nullptr);
+  EXPECT_NE(gemm::gemm_inline_align_violation(s, up, gemm::GemmStage::up_act, 33, "sm_90a"),
+            nullptr);  // 264 slots
+  auto refused = [&](const KernelConfig& c, gemm::GemmStage st, const char* arch) {
+    try {
+      gemm::gemm_kernel_spec(s, c, st, arch, true);
+    } catch (const InputError& e) {
+      return e.field() == "inline_align";
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused(up, gemm::GemmStage::down, "sm_90a"));
+  EXPECT_TRUE(refused(KernelConfig{16, 256, 128, 1, 4, 3, 2, 1}, gemm::GemmStage::up_act, "sm_90a"));
+  EXPECT_TRUE(refused(KernelConfig{16, 64, 128, 1, 4, 3, 1}, gemm::GemmStage::up, "sm_89"));
 }
 
 // The default tables follow the arch the kernels are compiled for: an H200 told to build sm_89
