@@ -297,10 +297,11 @@ bool gemm2_sums_topk_applies(std::int64_t M, const std::string& arch);
 // The stage's name in reports: to_string(s), except "gemm1+act" and "act (in gemm1)" where
 // gemm1_fuses_act(shape, M, up) (the activation's time is inside gemm1's), "routing+align" and
 // "align (in routing)" where routing_fuses_align(shape, M, true), "+quant" on the routing
-// and "quant (in routing)" where routing_fuses_quant(shape, true), and "gemm2+reduce" and
-// "reduce (in gemm2)" where sums_topk (FusedMoe::gemm2_sums_topk(M)).
+// and "quant (in routing)" where routing_fuses_quant(shape, true), "gemm2+reduce" and
+// "reduce (in gemm2)" where sums_topk (FusedMoe::gemm2_sums_topk(M)), and "align (in gemm1)"
+// where gemm1_aligns (FusedMoe::gemm1_aligns(M)).
 const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M, const KernelConfig& up,
-                       bool sums_topk = false);
+                       bool sums_topk = false, bool gemm1_aligns = false);
 inline constexpr MoeStage kAllMoeStages[] = {MoeStage::routing, MoeStage::align, MoeStage::quant,
                                              MoeStage::gemm1,   MoeStage::act,   MoeStage::gemm2,
                                              MoeStage::reduce};

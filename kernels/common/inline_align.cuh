@@ -28,6 +28,7 @@ __device__ __forceinline__ void derive_block(const int* __restrict__ topk_ids, i
   int* s_count = scratch + tile_math::kInlineAlignMaxSlots;   // slots per local expert
   int* s_res = s_count + ALIGN_E;  // this M-block's expert, its first M-block, all M-blocks
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if (num_slots > tile_math::kInlineAlignMaxSlots) __trap();  // the host refuses it (src/gemm)
 
   for (int i = tid; i < num_slots; i += THREADS) s_ids[i] = __ldg(topk_ids + i) - expert_start;
   for (int e = tid; e < ALIGN_E; e += THREADS) s_count[e] = 0;

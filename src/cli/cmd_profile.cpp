@@ -68,15 +68,15 @@ int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
                r.layer.median_s * 1e6,
                r.layer_decode ? " (the two decode kernels; the stages below are the stage kernels')"
                               : "",
-               r.stages_sum_s * 1e6, stage_name(r.dominant, t.shape, r.M, r.up, r.sums_topk));
+               r.stages_sum_s * 1e6, stage_name(r.dominant, t.shape, r.M, r.up, r.sums_topk, r.gemm1_aligns));
     fmt::print("  {:<18}  {:>10}  {:>10}  {:>7}  {:>7}\n", "stage", "time_us", "floor_us", "%floor",
                "share");
     for (const moe::StageTiming& s : r.stages) {
       if (!s.runs) {
-        fmt::print("  {:<18}  {:>10}\n", stage_name(s.stage, t.shape, r.M, r.up, r.sums_topk), "-");
+        fmt::print("  {:<18}  {:>10}\n", stage_name(s.stage, t.shape, r.M, r.up, r.sums_topk, r.gemm1_aligns), "-");
         continue;
       }
-      fmt::print("  {:<18}  {:>10.2f}  {:>10.2f}  {:>6.1f}%  {:>6.1f}%\n", stage_name(s.stage, t.shape, r.M, r.up, r.sums_topk),
+      fmt::print("  {:<18}  {:>10.2f}  {:>10.2f}  {:>6.1f}%  {:>6.1f}%\n", stage_name(s.stage, t.shape, r.M, r.up, r.sums_topk, r.gemm1_aligns),
                  s.time.median_s * 1e6, s.floor_s * 1e6, s.pct_of_floor,
                  r.stages_sum_s > 0 ? 100 * s.time.median_s / r.stages_sum_s : 0.0);
     }

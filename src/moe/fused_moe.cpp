@@ -61,7 +61,8 @@ bool gemm2_sums_topk_applies(std::int64_t M, const std::string& arch) {
 }
 
 const char* stage_name(MoeStage s, const MoeShape& shape, std::int64_t M, const KernelConfig& up,
-                       bool sums_topk) {
+                       bool sums_topk, bool gemm1_aligns) {
+  if (gemm1_aligns && s == MoeStage::align) return "align (in gemm1)";
   if (sums_topk) {
     if (s == MoeStage::gemm2) return "gemm2+reduce";
     if (s == MoeStage::reduce) return "reduce (in gemm2)";

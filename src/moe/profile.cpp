@@ -37,6 +37,7 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       // GEMM2 with the top-k sum folded in: the reduce stage's cost is in gemm2's.
       const bool sums = moe.gemm2_sums_topk(M);
       row.sums_topk = sums;
+      row.gemm1_aligns = moe.gemm1_aligns(M);
       const bool fused_act = persistent || gemm1_fuses_act(s, M, row.up);
       StageCost c = stage_cost(s, st, M, true, fused_act);
       if (persistent && st == MoeStage::gemm1) {

@@ -52,6 +52,7 @@ struct ProfileRow {
   Summary layer;                    // forward() as one call, for comparison with the sum
   bool layer_decode = false;        // forward() ran the decode kernels, not the stages
   bool sums_topk = false;           // GEMM2 added the top-k sum into out (FusedMoe::gemm2_sums_topk)
+  bool gemm1_aligns = false;        // GEMM1 derived the alignment (FusedMoe::gemm1_aligns)
   bench::ClockLog clock;
   int rotation = 1;
 };

@@ -1,13 +1,14 @@
 // GEMM1 deriving the alignment itself (FusedMoeOptions::alignment_in_gemm1, the sm_90a kernel;
 // skipped elsewhere) on a GPU, against the same layer with the alignment launch:
 // - the layer's output is the same bits (both with the separate top-k sum, which is
-//   bit-reproducible), eager and in a CUDA graph of back-to-back calls (the next call's routing
-//   follows GEMM2, whose tables the next GEMM1 rewrites), at every M where it applies, for block
+//   bit-reproducible), eager and in a CUDA graph of back-to-back calls that alternate two
+//   routings on one workspace (each GEMM1 rewrites the tables the call before it used, with
+//   other values), at every M where it applies, for block
 //   fp8 (the only dtype whose decode GEMM1 is the wgmma kernel's) on Qwen3.5 TP4 and
 //   DeepSeek-V3 TP8, and at EP rank 1 of 2 (this rank's experts start at E: slots of other
 //   ranks must be left out);
-// - the tables GEMM1 wrote (sorted_token_ids, expert_ids, num_tokens_post_padded) are the
-//   alignment's (moe::compare_alignment against align_reference of the call's topk_ids);
+// - the tables GEMM1 wrote over a poisoned workspace (sorted_token_ids up to the total,
+//   every expert_ids entry, num_tokens_post_padded) are align_reference's exactly;
 // - at the sizes it must apply to (M = 8, 16, 32 on these shapes' default tables), it does
 //   (FusedMoe::gemm1_aligns), so the comparisons are not of one path with itself.
 #include <algorithm>
@@ -30,7 +31,6 @@ namespace moetune::moe {
 namespace {
 
 using testing::local_gpu;
-using testing::run_layer;
 
 class MoeAlignInGemm1Gpu : public ::testing::Test {
  protected:
@@ -42,6 +42,44 @@ class MoeAlignInGemm1Gpu : public ::testing::Test {
     if (arch != "sm_90a") GTEST_SKIP() << "the deriving GEMM1 is sm_90a's, this GPU is " << arch;
   }
 };
+
+// The layer's output [M, K] (16-bit bits) of one eager call on set i of `d` (its own workspace).
+std::vector<std::uint16_t> eager_call(const FusedMoe& fm, const BenchData& d, int i,
+                                      cuda::Stream& stream) {
+  const std::size_t n = static_cast<std::size_t>(d.M) * fm.shape().K;
+  const BenchSet& b = d.sets.at(i);
+  cuda::DeviceBuffer out(n * 2);
+  out.fill_u8(0xFF);
+  fm.forward(b.inputs, d.weights, reinterpret_cast<void*>(out.ptr()),
+             reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), stream);
+  stream.synchronize();
+  return out.download_as<std::uint16_t>(n);
+}
+
+// The layer's output [M, K] (16-bit bits) of every call in a CUDA graph of `calls` calls that
+// alternate the inputs of sets 0 and 1 of `d` on set 0's workspace (so a GEMM1 rewrites the
+// tables the call before it used), each call into its own poisoned output; replayed twice.
+std::vector<std::vector<std::uint16_t>> alternating_graph(const FusedMoe& fm, const BenchData& d,
+                                                          cuda::Stream& stream, int calls) {
+  const std::size_t n = static_cast<std::size_t>(d.M) * fm.shape().K;
+  const BenchSet& ws = d.sets.at(0);
+  std::vector<cuda::DeviceBuffer> outs;
+  for (int i = 0; i < calls; ++i) {
+    outs.emplace_back(n * 2);
+    outs.back().fill_u8(0xFF);
+  }
+  cuda::Graph g;
+  g.begin_capture(stream);
+  for (int i = 0; i < calls; ++i)
+    fm.forward(d.sets.at(i % 2).inputs, d.weights, reinterpret_cast<void*>(outs[i].ptr()),
+               reinterpret_cast<void*>(ws.workspace.ptr()), ws.workspace.bytes(), stream);
+  g.end_capture();
+  for (int r = 0; r < 2; ++r) g.launch(stream);
+  stream.synchronize();
+  std::vector<std::vector<std::uint16_t>> got;
+  for (const auto& o : outs) got.push_back(o.download_as<std::uint16_t>(n));
+  return got;
+}
 
 void expect_same(const MoeShape& s, int rank, const std::vector<std::int64_t>& batch,
                  const std::vector<std::int64_t>& must_apply) {
@@ -60,17 +98,21 @@ void expect_same(const MoeShape& s, int rank, const std::vector<std::int64_t>& b
   BenchData d;
   make_bench_weights(f, 23, d);
   for (std::int64_t M : batch) {
-    EXPECT_FALSE(g.gemm1_aligns(M));
-    make_bench_sets(f, M, 1, std::size_t(1) << 34, 2300 + M, d, stream);
+    make_bench_sets(f, M, 2, std::size_t(1) << 34, 2300 + M, d, stream);  // two routings
     stream.synchronize();
+    ASSERT_EQ(d.sets.size(), 2u);
+    const bool applies = f.gemm1_aligns(M);
     const std::string what = std::string(to_string(s.dtype)) + " rank " + std::to_string(rank) +
-                             " M=" + std::to_string(M) + (f.gemm1_aligns(M) ? "" : " (not applied)");
-    const auto ref = run_layer(g, d, false, stream);
-    // Poison the tables first: GEMM1 must write every entry the alignment would.
+                             " M=" + std::to_string(M) + (applies ? "" : " (align launch: same path)");
+    // References: the align launch's layer on each set (its own workspace).
+    const std::vector<std::vector<std::uint16_t>> ref = {eager_call(g, d, 0, stream),
+                                                         eager_call(g, d, 1, stream)};
+    // Poison the workspace with a value no table holds (0x5A5A5A5A): GEMM1 must write every
+    // entry of the tables the alignment would.
     const MoeWorkspaceLayout L = f.workspace_layout(M);
     BenchSet& b = d.sets.at(0);
-    b.workspace.fill_u8(0xFF);
-    const auto eager = run_layer(f, d, false, stream);
+    b.workspace.fill_u8(0x5A);
+    const auto eager = eager_call(f, d, 0, stream);
     Alignment got;
     got.sorted_token_ids.resize(static_cast<std::size_t>(L.max_num_tokens_padded));
     got.expert_ids.resize(static_cast<std::size_t>(L.max_num_m_blocks));
@@ -81,15 +123,27 @@ void expect_same(const MoeShape& s, int rank, const std::vector<std::int64_t>& b
     std::vector<std::int32_t> ids(static_cast<std::size_t>(M) * s.topk);
     b.workspace.download(ids.data(), ids.size() * 4, L.topk_ids);
     const Alignment want = align_reference(ids.data(), M, s.topk, s.E, rank, L.BLOCK_SIZE_M);
-    const std::string table_diff = compare_alignment(got, want, M, s.topk);
-    const auto graph = run_layer(f, d, true, stream);
+    // Derived: the reference's tables exactly (each expert's slots ascending in both; every
+    // expert_ids entry, -1 past the total, and every row of sorted_token_ids up to the total).
+    // The align launch orders an expert's slots as they arrive: the same sets per expert.
+    std::string table_diff = compare_alignment(got, want, M, s.topk);
+    if (applies && table_diff.empty()) {
+      const auto total = static_cast<std::size_t>(want.num_tokens_post_padded);
+      if (got.expert_ids != want.expert_ids) table_diff = "expert_ids differ";
+      else if (!std::equal(want.sorted_token_ids.begin(), want.sorted_token_ids.begin() + total,
+                           got.sorted_token_ids.begin()))
+        table_diff = "sorted_token_ids differ (order within an expert)";
+    }
+    const auto graph = alternating_graph(f, d, stream, 4);
+    bool graph_ok = true;
+    for (std::size_t i = 0; i < graph.size(); ++i) graph_ok &= graph[i] == ref[i % 2];
     EXPECT_TRUE(table_diff.empty()) << what << ": " << table_diff;
-    EXPECT_TRUE(eager == ref) << what << ": output differs from the alignment launch's";
-    EXPECT_TRUE(graph == ref) << what << " (graph of back-to-back calls)";
-    std::printf("%-5s %-36s tables %s, output %s\n",
-                table_diff.empty() && eager == ref && graph == ref ? "ok" : "FAIL", what.c_str(),
+    EXPECT_TRUE(eager == ref[0]) << what << ": output differs from the alignment launch's";
+    EXPECT_TRUE(graph_ok) << what << " (graph of calls alternating two routings on one workspace)";
+    std::printf("%-5s %-44s tables %s, output %s\n",
+                table_diff.empty() && eager == ref[0] && graph_ok ? "ok" : "FAIL", what.c_str(),
                 table_diff.empty() ? "as the alignment's" : table_diff.c_str(),
-                eager == ref && graph == ref ? "bit-identical" : "differs");
+                eager == ref[0] && graph_ok ? "bit-identical" : "differs");
     std::fflush(stdout);
   }
 }

@@ -108,6 +108,8 @@ TEST(MoeFused, TopkSumInGemm2FromSm90) {
   EXPECT_STREQ(stage_name(MoeStage::reduce, bf, 8, c, true), "reduce (in gemm2)");
   EXPECT_STREQ(stage_name(MoeStage::gemm2, bf, 8, c), "gemm2");
   EXPECT_STREQ(stage_name(MoeStage::reduce, bf, 8, c), "reduce");
+  EXPECT_STREQ(stage_name(MoeStage::align, bf, 8, c, true, true), "align (in gemm1)");
+  EXPECT_STREQ(stage_name(MoeStage::align, bf, 8, c, true), "align");
   // A null out where GEMM2 adds into it: refused before any launch (no GPU here).
   FusedMoe on(bf, h200);
   const MoeWorkspaceLayout L = on.workspace_layout(8);
@@ -159,7 +161,8 @@ TEST(MoeFused, AlignmentInGemm1WhereItApplies) {
   rank1.rank = 1;
   const FusedMoe ep_moe(ep, h200, {}, {}, rank1);
   for (std::int64_t M : {16, 32}) EXPECT_TRUE(ep_moe.gemm1_aligns(M)) << "EP rank 1 M=" << M;
-  EXPECT_EQ(ep_moe.gemm1_aligns(8), ep_moe.up_config(8).SPLIT_K == 1);
+  EXPECT_EQ(ep_moe.up_config(8).SPLIT_K, 2);  // 128 local experts: GEMM1 splits K at M = 8
+  EXPECT_FALSE(ep_moe.gemm1_aligns(8));
   FusedMoeOptions persistent = on;
   persistent.persistent_gemms = true;
   const FusedMoe p(f8, h200, {}, {}, persistent);
