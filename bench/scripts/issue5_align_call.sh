@@ -1,10 +1,8 @@
 #!/bin/bash
 # The device call planned in bench/PENDING.md §3 (issue 5, Qwen3.5 fp8 TP4 at M = 8 and 16), about
 # 6 minutes; run from the repository root with carry [".devbin"]. Build first, here:
-#   bench/scripts/pdl_build_devbin.sh          (moetune and the GPU tests into .devbin)
-#   and the route+align variants .devbin/ra16 (src/moe/stages.hpp kRouteAlignMaxTokens = 16) and
-#   .devbin/ra16w (also kRouteAlignThreads = 512): sed the constant, build moetune, copy it,
-#   git checkout the file.
+#   bench/scripts/issue5_build.sh   (moetune and the GPU tests into .devbin, and the route+align
+#   variants .devbin/ra16 and .devbin/ra16w; about 12 minutes)
 # 1. GEMM1 deriving the alignment (--align-in-gemm1): its GPU test (bit identity with the align
 #    launch, the tables against the reference) and `check` at M = 7..32 on the block-fp8 anchors;
 # 2. the layer A/B at M = 8, 12, 16, 32 on Qwen3.5 fp8 TP4 and DeepSeek-V3 fp8 TP8: the default,
