@@ -64,19 +64,22 @@ int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
   fmt::print("{} on {} ({}, config: {}, {})\n", shape_title(t.shape), t.gpu.name,
              opts.hot ? "hot" : "cold", tables.label, moe.pdl() ? "PDL" : "no PDL");
   for (const moe::ProfileRow& r : rows) {
+    auto name = [&](MoeStage st) {
+      return stage_name(st, t.shape, r.M, r.up, r.sums_topk, r.gemm1_aligns);
+    };
     fmt::print("\nM={}: layer {:.2f} us{}, stages sum {:.2f} us, dominant {}\n", r.M,
                r.layer.median_s * 1e6,
                r.layer_decode ? " (the two decode kernels; the stages below are the stage kernels')"
                               : "",
-               r.stages_sum_s * 1e6, stage_name(r.dominant, t.shape, r.M, r.up, r.sums_topk, r.gemm1_aligns));
+               r.stages_sum_s * 1e6, name(r.dominant));
     fmt::print("  {:<18}  {:>10}  {:>10}  {:>7}  {:>7}\n", "stage", "time_us", "floor_us", "%floor",
                "share");
     for (const moe::StageTiming& s : r.stages) {
       if (!s.runs) {
-        fmt::print("  {:<18}  {:>10}\n", stage_name(s.stage, t.shape, r.M, r.up, r.sums_topk, r.gemm1_aligns), "-");
+        fmt::print("  {:<18}  {:>10}\n", name(s.stage), "-");
         continue;
       }
-      fmt::print("  {:<18}  {:>10.2f}  {:>10.2f}  {:>6.1f}%  {:>6.1f}%\n", stage_name(s.stage, t.shape, r.M, r.up, r.sums_topk, r.gemm1_aligns),
+      fmt::print("  {:<18}  {:>10.2f}  {:>10.2f}  {:>6.1f}%  {:>6.1f}%\n", name(s.stage),
                  s.time.median_s * 1e6, s.floor_s * 1e6, s.pct_of_floor,
                  r.stages_sum_s > 0 ? 100 * s.time.median_s / r.stages_sum_s : 0.0);
     }

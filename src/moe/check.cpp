@@ -811,7 +811,8 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
   if (arch == "sm_90a" && has_fp8)
     for (const CheckShape& cs : shapes) {
       const MoeShape f8 = with_dtype_variant(cs.shape, "fp8_block");
-      specs.push_back(gemm::gemm_kernel_spec(f8, swap_fp8_act, gemm::GemmStage::up_act, arch, true));
+      specs.push_back(
+          gemm::gemm_kernel_spec(f8, swap_fp8_act, gemm::GemmStage::up_act, arch, true));
       specs.push_back(gemm::gemm_kernel_spec(f8, KernelConfig{16, 128, 128, 1, 4, 3, 1, 1},
                                              gemm::GemmStage::up, arch, true));
     }
