@@ -17,6 +17,7 @@
 // Shared memory: count, offset, cursor: 3 x MAX_E int32 (+1), and one int32 per warp.
 #pragma once
 #include "common/pdl.cuh"
+#include "common/warp_scan.cuh"
 
 namespace moetune {
 
@@ -61,22 +62,12 @@ __device__ __forceinline__ void align_block(SlotExpert id, int* __restrict__ sor
   int local = 0;
   for (int i = 0; i < per && e0 + i < E; ++i)
     local += (s_count[e0 + i] + BLOCK_SIZE_M - 1) / BLOCK_SIZE_M * BLOCK_SIZE_M;
-  int incl = local;
   const int lane = tid % 32, warp = tid / 32;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, off);
-    if (lane >= off) incl += v;
-  }
+  const int incl = warp_inclusive_sum(local, lane);
   if (lane == 31) s_warp[warp] = incl;
   __syncthreads();
   if (warp == 0) {
-    int w = lane < THREADS / 32 ? s_warp[lane] : 0;
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, w, off);
-      if (lane >= off) w += v;
-    }
+    const int w = warp_inclusive_sum(lane < THREADS / 32 ? s_warp[lane] : 0, lane);
     if (lane < THREADS / 32) s_warp[lane] = w;  // inclusive warp totals
   }
   __syncthreads();

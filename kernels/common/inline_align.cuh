@@ -14,7 +14,8 @@
 // its local expert (-1: past the last expert's run: no work), `total_padded` =
 // num_tokens_post_padded.
 #pragma once
-#include "tile_math.cuh"
+#include "common/tile_math.cuh"
+#include "common/warp_scan.cuh"
 
 namespace moetune::inline_align {
 
@@ -54,20 +55,10 @@ __device__ __forceinline__ void derive_block(const int* __restrict__ topk_ids, i
 #pragma unroll
   for (int i = 0; i < per; ++i)
     if (e0 + i < ALIGN_E) local += (s_count[e0 + i] + BLOCK_SIZE_M - 1) / BLOCK_SIZE_M;
-  int incl = local;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, off);
-    if (lane >= off) incl += v;
-  }
+  const int incl = warp_inclusive_sum(local, lane);
   if (lane == 31) s_warp[warp] = incl;
   __syncthreads();
-  int w_incl = lane < kWarps ? s_warp[lane] : 0;
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, w_incl, off);
-    if (lane >= off) w_incl += v;
-  }
+  const int w_incl = warp_inclusive_sum(lane < kWarps ? s_warp[lane] : 0, lane);
   const int w_before = __shfl_sync(0xffffffffu, w_incl, (warp + 31) & 31);  // warps before this one
   int first = (warp > 0 ? w_before : 0) + incl - local;
 #pragma unroll

@@ -31,6 +31,7 @@ namespace moetune::moe {
 namespace {
 
 using testing::local_gpu;
+using testing::run_layer;
 
 class MoeAlignInGemm1Gpu : public ::testing::Test {
  protected:
@@ -42,19 +43,6 @@ class MoeAlignInGemm1Gpu : public ::testing::Test {
     if (arch != "sm_90a") GTEST_SKIP() << "the deriving GEMM1 is sm_90a's, this GPU is " << arch;
   }
 };
-
-// The layer's output [M, K] (16-bit bits) of one eager call on set i of `d` (its own workspace).
-std::vector<std::uint16_t> eager_call(const FusedMoe& fm, const BenchData& d, int i,
-                                      cuda::Stream& stream) {
-  const std::size_t n = static_cast<std::size_t>(d.M) * fm.shape().K;
-  const BenchSet& b = d.sets.at(i);
-  cuda::DeviceBuffer out(n * 2);
-  out.fill_u8(0xFF);
-  fm.forward(b.inputs, d.weights, reinterpret_cast<void*>(out.ptr()),
-             reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), stream);
-  stream.synchronize();
-  return out.download_as<std::uint16_t>(n);
-}
 
 // The layer's output [M, K] (16-bit bits) of every call in a CUDA graph of `calls` calls that
 // alternate the inputs of sets 0 and 1 of `d` on set 0's workspace (so a GEMM1 rewrites the
@@ -105,14 +93,14 @@ void expect_same(const MoeShape& s, int rank, const std::vector<std::int64_t>& b
     const std::string what = std::string(to_string(s.dtype)) + " rank " + std::to_string(rank) +
                              " M=" + std::to_string(M) + (applies ? "" : " (align launch: same path)");
     // References: the align launch's layer on each set (its own workspace).
-    const std::vector<std::vector<std::uint16_t>> ref = {eager_call(g, d, 0, stream),
-                                                         eager_call(g, d, 1, stream)};
+    const std::vector<std::vector<std::uint16_t>> ref = {run_layer(g, d, false, stream, 1, 1, 0),
+                                                         run_layer(g, d, false, stream, 1, 1, 1)};
     // Poison the workspace with a value no table holds (0x5A5A5A5A): GEMM1 must write every
     // entry of the tables the alignment would.
     const MoeWorkspaceLayout L = f.workspace_layout(M);
     BenchSet& b = d.sets.at(0);
     b.workspace.fill_u8(0x5A);
-    const auto eager = eager_call(f, d, 0, stream);
+    const auto eager = run_layer(f, d, false, stream);
     Alignment got;
     got.sorted_token_ids.resize(static_cast<std::size_t>(L.max_num_tokens_padded));
     got.expert_ids.resize(static_cast<std::size_t>(L.max_num_m_blocks));

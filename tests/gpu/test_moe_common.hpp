@@ -17,13 +17,13 @@ inline const GpuSpec& local_gpu() {
   return require_gpu(kFallbackGpu);
 }
 
-// The layer's output [M, K] (16-bit bits) from forward() on set 0 of `d` into one output buffer,
-// poisoned first (0xFF: NaN in bf16 and fp16): one eager call (graph = false), or `calls`
+// The layer's output [M, K] (16-bit bits) from forward() on set `set` of `d` into one output
+// buffer, poisoned first (0xFF: NaN in bf16 and fp16): one eager call (graph = false), or `calls`
 // back-to-back calls captured into a CUDA graph and replayed `replays` times.
 inline std::vector<std::uint16_t> run_layer(const FusedMoe& fm, const BenchData& d, bool graph,
                                             cuda::Stream& stream, int calls = 4,
-                                            int replays = 2) {
-  const BenchSet& b = d.sets.at(0);
+                                            int replays = 2, std::size_t set = 0) {
+  const BenchSet& b = d.sets.at(set);
   const std::size_t n = static_cast<std::size_t>(d.M) * fm.shape().K;
   cuda::DeviceBuffer out(n * 2);
   out.fill_u8(0xFF);
