@@ -125,6 +125,18 @@ constexpr double kSwapSplitTiles = 0.75;
 constexpr long long kSwap16DownMaxDepth = 256;
 // 16-bit up takes m16 n256 k128 w8 s3 from this many token slots per expert (see its rule).
 constexpr double kW8UpMinSpe = 2.5;
+// The H100 SXM (80 GB HBM3 at 3.35 TB/s, the same 132-SM GH100 as the H200's 4.8 TB/s), where
+// two of the H200-measured block-fp8 decode rules below lose: GEMM2's GROUP_SIZE_M 32 from 4 slots
+// per expert, and the fused n256 up ring's 3 stages from 3 slots per expert (5 win). Measured on
+// this board only (bench/results/2026-12-05_h100_twentyeighth_session.md, calls 3 and 4); other
+// boards keep the H200's rules until measured.
+bool h100_sxm(const GpuSpec& gpu) { return gpu.name == "NVIDIA H100 80GB HBM3"; }
+// Token slots per expert from which the H100 SXM's fused n256 up tile takes 5 stages (174 KB, one
+// block per SM) instead of 3. Layer A/B, three interleaved runs a side, Qwen3.5 TP4 / DeepSeek-V3
+// TP8 fp8 (calls 3, 4): s5 against s3 at M = 96, 128, 192, 256 (spe 3..8) -0.8..-0.9% /
+// -0.6..-1.2%, beside GEMM2 at g1 -0.6..-0.9% / -0.6..-1.2%; M = 48 (spe 1.5) -0.9% / -1.7% but
+// M = 64 (spe 2) +0.6% / +0.8%, so the rule starts above both; M <= 32 within +-0.2%.
+constexpr double kH100DeepUpMinSpe = 3.0;
 void set_block_fp8_down(KernelConfig& c) {
   c.BLOCK_SIZE_N = 64;
   c.num_stages = 3;
@@ -395,8 +407,12 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
     // same run): DeepSeek-V3 TP8 M = 128, 256 -2.6%, -5.3% (its pick), Qwen3.5 TP4 -1.1%, -1.2%
     // (it picked g64, g32 next). Below spe 4 the gain is at most 0.5% (DeepSeek-V3 picked g32 at
     // M = 32, 64 by 0.5%; Qwen3.5 kept g1), within a run's spread: g1 stays there. Layer A/B
-    // (call 6): M = 128, 256 -0.5%, -1.6% (DeepSeek-V3), -0.35%, -0.3% (Qwen3.5).
-    if (down && spe >= 4.0) sw.GROUP_SIZE_M = 32;
+    // (call 6): M = 128, 256 -0.5%, -1.6% (DeepSeek-V3), -0.35%, -0.3% (Qwen3.5). Not on the
+    // H100 SXM: there g1 beat g32 at M = 128, 192, 256 by 0.9-1.0% (Qwen3.5) and 1.5-1.8%
+    // (DeepSeek-V3), g8 in between, also with the separate top-k sum (--deterministic) that the
+    // H200's rule was measured with (bench/results/2026-12-05_h100_twentyeighth_session.md,
+    // call 4: three interleaved runs a side, ranges <= 0.3%).
+    if (down && spe >= 4.0 && !h100_sxm(gpu)) sw.GROUP_SIZE_M = 32;
     auto swap_fits = [&](const KernelConfig& k) {
       return config::kernel_rule_violation(k, target) == nullptr &&
              fits_block_n(shape, k.BLOCK_SIZE_N) && depth % 128 == 0 &&
@@ -421,6 +437,9 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
         sw = wide_s2;
       else if (block_fp8_fused_act_up(shape, spe) && swap_fits(wide))
         sw = wide;
+      KernelConfig deep = wide;
+      deep.num_stages = 5;
+      if (sw == wide && h100_sxm(gpu) && spe >= kH100DeepUpMinSpe && swap_fits(deep)) sw = deep;
     }
     if (!down) {
       const double tiles = up_tiles(sw);

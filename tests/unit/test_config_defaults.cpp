@@ -123,6 +123,37 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   EXPECT_EQ(up_at(kQwenFp8, 257).SWAP_AB, 0);
 }
 
+// The H100 SXM's two block-fp8 decode rules (measured there, twenty-eighth session): GEMM2 keeps
+// GROUP_SIZE_M 1 from 4 slots per expert (M = 128 here), where the H200 takes 32, and the fused
+// n256 up tile takes 5 stages from 3 slots per expert (M = 96 here; M = 95 is 2.97), where the
+// H200 keeps 3. Below those sizes, and in bf16, both boards get the same tiles.
+TEST(ConfigDefaults, MoetuneH100SxmBlockFp8DecodeRules) {
+  const GpuSpec& h100 = gpu("NVIDIA H100 80GB HBM3");
+  const KernelConfig up_s3{16, 256, 128, 1, 4, 3, 1, 1}, up_s5{16, 256, 128, 1, 4, 5, 1, 1},
+      down_g1{16, 128, 128, 1, 4, 2, 1, 1};
+  for (const MoeShape* s : {&kQwenFp8, &kDsv3Fp8}) {
+    for (int M : {96, 128, 192, 256}) {
+      EXPECT_EQ(moetune_default_config(*s, h100, M, false), up_s5) << M;
+      EXPECT_EQ(up_at(*s, M), up_s3) << M;
+    }
+    for (int M : {128, 192, 256}) {
+      EXPECT_EQ(moetune_default_config(*s, h100, M, true), down_g1) << M;
+      EXPECT_EQ(down_at(*s, M).GROUP_SIZE_M, 32) << M;
+    }
+    for (int M : {1, 8, 16, 32, 48, 64, 95}) {
+      EXPECT_EQ(moetune_default_config(*s, h100, M, false), up_at(*s, M)) << M;
+      EXPECT_EQ(moetune_default_config(*s, h100, M, true), down_at(*s, M)) << M;
+    }
+  }
+  for (int M : {96, 128, 256}) {
+    EXPECT_EQ(moetune_default_config(kQwenBf16, h100, M, false), up_at(kQwenBf16, M)) << M;
+    EXPECT_EQ(moetune_default_config(kQwenBf16, h100, M, true), down_at(kQwenBf16, M)) << M;
+  }
+  // Past 8 slots per expert (M = 257) the decode band and both rules end.
+  EXPECT_EQ(moetune_default_config(kQwenFp8, h100, 257, true), down_at(kQwenFp8, 257));
+  EXPECT_EQ(moetune_default_config(kQwenFp8, h100, 257, false), up_at(kQwenFp8, 257));
+}
+
 // 16-bit up in one wave of a shallower ring: Qwen3.5 bf16 has 256 x (1 - (31/32)^M) expected
 // active experts, 8 up tiles each (512/64 columns), with a spare of one standard deviation,
 // 8 x sqrt(256 p (1 - p)), p = active / 256. M = 4: 244 tiles, within 2 x 132 resident k128 s4
