@@ -115,6 +115,11 @@ KernelConfig sglang_default_config(const MoeShape& shape, int M);
 // moetune's own default for its kernel on this GPU: GEMM1 (up) and GEMM2 (down).
 KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, int M,
                                     bool down = false);
+// Whether moetune's defaults have GEMM1 derive the alignment (FusedMoeOptions::alignment_in_gemm1
+// unset) where FusedMoe::gemm1_aligns allows it, for an up tile that does (`gemm1_fuses_act`) or
+// does not fuse the activation: only on the H100 SXM and only with the fused tile, where it was
+// measured to win (bench/results/2026-12-05_h100_twentyninth_session.md).
+bool moetune_default_alignment_in_gemm1(const GpuSpec& gpu, bool gemm1_fuses_act);
 // The common 18 batch sizes: 1, 2, 4, ..., 4096.
 const std::vector<int>& default_batch_sizes();
 

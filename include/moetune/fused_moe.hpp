@@ -108,9 +108,11 @@ struct FusedMoeOptions {
   // blocks reads topk_ids and finds its expert and slots in shared memory, its first N-tile's
   // blocks write the tables for GEMM2, and MoeStage::align launches nothing (one launch and a
   // grid boundary less; kernels/common/inline_align.cuh). Same outputs (each expert's slots in
-  // ascending order, which no output depends on). Being measured: off by default;
-  // `--align-in-gemm1` turns it on.
-  bool alignment_in_gemm1 = false;
+  // ascending order, which no output depends on). Unset: moetune's default
+  // (moetune_default_alignment_in_gemm1: on the H100 SXM where GEMM1 fuses the activation, off
+  // elsewhere); true: wherever it applies (`--align-in-gemm1`); false: never
+  // (`--no-align-in-gemm1`).
+  std::optional<bool> alignment_in_gemm1;
 };
 
 // Device pointers of the layer's weights (see the layout comment above).

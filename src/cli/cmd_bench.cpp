@@ -105,7 +105,9 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
                              {"config", a.label},
                              {"pdl", pdl},
                              {"topk_sum_in_gemm2", topk_in_gemm2},
-                             {"alignment_in_gemm1", fo.alignment_in_gemm1},
+                             {"alignment_in_gemm1",
+                              fo.alignment_in_gemm1 ? nlohmann::ordered_json(*fo.alignment_in_gemm1)
+                                                    : nlohmann::ordered_json("default")},
                              {"decode_kernels_max_M",
                               fo.decode_kernels && decode_kernels_apply(t.shape, 1)
                                   ? moe::decode_max_tokens(t.shape)

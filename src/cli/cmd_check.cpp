@@ -20,7 +20,8 @@ struct CheckCliOptions {
   const CLI::Option* variants_opt = nullptr;
   const CLI::Option* configs_opt = nullptr;
   const CLI::Option* seed_opt = nullptr;
-  bool layer_only = false, verbose = false, deterministic = false, align_in_gemm1 = false;
+  bool layer_only = false, verbose = false, deterministic = false, align_in_gemm1 = false,
+       no_align_in_gemm1 = false;
 };
 
 std::vector<std::string> split_list(const std::string& field, const std::string& text) {
@@ -68,7 +69,7 @@ int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
   if (given(o.seed_opt)) opts.seed = static_cast<std::uint64_t>(parse_positive_int("seed", o.seed));
   opts.stages = !o.layer_only;
   opts.topk_sum_in_gemm2 = !o.deterministic;
-  opts.alignment_in_gemm1 = o.align_in_gemm1;
+  if (o.align_in_gemm1 || o.no_align_in_gemm1) opts.alignment_in_gemm1 = o.align_in_gemm1;
 
   const bool own_model = g.given("model") || g.given("experts") || g.given("topk") ||
                          g.given("intermediate") || g.given("hidden");
@@ -151,9 +152,14 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
   sub->add_flag("--deterministic", o->deterministic,
                 "check the layer with the separate top-k sum (default on sm_90+: GEMM2 adds it "
                 "into the output with atomics)");
-  sub->add_flag("--align-in-gemm1", o->align_in_gemm1,
-                "check layers whose GEMM1 derives the alignment itself at decode sizes (the "
-                "align launch skipped; default off while it is measured)");
+  CLI::Option* on = sub->add_flag(
+      "--align-in-gemm1", o->align_in_gemm1,
+      "check layers whose GEMM1 derives the alignment itself at decode sizes wherever it can "
+      "(the align launch skipped; default: the GPU's rule, on the H100 SXM where GEMM1 fuses the "
+      "activation)");
+  sub->add_flag("--no-align-in-gemm1", o->no_align_in_gemm1,
+                "check layers with the align launch at every size")
+      ->excludes(on);
   return {{sub, [&g, o] { return run_check_command(g, *o); }}};
 }
 

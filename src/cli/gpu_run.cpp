@@ -70,9 +70,14 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
                "bit-reproducible output: the top-k sum as its own launch in a fixed order "
                "(default on sm_90+: GEMM2 adds each slot's row into the output with atomics, "
                "whose order varies from run to run)");
-  sub.add_flag("--align-in-gemm1", o.align_in_gemm1,
-               "GEMM1 derives the alignment from topk_ids in each block at decode sizes and "
-               "writes the tables for GEMM2: no align launch (default off while it is measured)");
+  CLI::Option* on = sub.add_flag(
+      "--align-in-gemm1", o.align_in_gemm1,
+      "GEMM1 derives the alignment from topk_ids in each block at decode sizes and writes the "
+      "tables for GEMM2: no align launch (default: on the H100 SXM where GEMM1 fuses the "
+      "activation, off elsewhere)");
+  sub.add_flag("--no-align-in-gemm1", o.no_align_in_gemm1,
+               "always launch the alignment (default: see --align-in-gemm1)")
+      ->excludes(on);
 }
 
 FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
@@ -81,7 +86,7 @@ FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
   f.decode_kernels = !o.no_decode_kernels;
   f.persistent_gemms = o.persistent;
   f.topk_sum_in_gemm2 = !o.deterministic;
-  f.alignment_in_gemm1 = o.align_in_gemm1;
+  if (o.align_in_gemm1 || o.no_align_in_gemm1) f.alignment_in_gemm1 = o.align_in_gemm1;
   return f;
 }
 

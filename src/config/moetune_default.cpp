@@ -72,6 +72,29 @@ bool block_fp8_decode_swap(const MoeShape& shape, const GpuSpec& gpu, double spe
          (*shape.block_shape)[1] % 128 == 0 && gpu.arch() == "sm_90a" && spe >= 1.0 / 16 &&
          spe <= 8.0;
 }
+// The H100 SXM (80 GB HBM3 at 3.35 TB/s, the same 132-SM GH100 as the H200's 4.8 TB/s), where
+// three of the H200-measured block-fp8 decode rules below lose: GEMM2's GROUP_SIZE_M 32 from 4
+// slots per expert, the fused n256 up ring's 3 stages from 3 slots per expert (5 win), and the
+// unfused n128 up tile at 0.5..1 slot per expert. Measured on this board only
+// (bench/results/2026-12-05_h100_twentyeighth_session.md, calls 3 and 4;
+// bench/results/2026-12-05_h100_twentyninth_session.md); other boards keep the H200's rules.
+bool h100_sxm(const GpuSpec& gpu) { return gpu.name == "NVIDIA H100 80GB HBM3"; }
+// Token slots per expert from which the H100 SXM's fused n256 up tile takes 5 stages (174 KB, one
+// block per SM) instead of 3. Layer A/B, three interleaved runs a side, Qwen3.5 TP4 / DeepSeek-V3
+// TP8 fp8 (calls 3, 4): s5 against s3 at M = 96, 128, 192, 256 (spe 3..8) -0.8..-0.9% /
+// -0.6..-1.2%, beside GEMM2 at g1 -0.6..-0.9% / -0.6..-1.2%; M = 48 (spe 1.5) -0.9% / -1.7% but
+// M = 64 (spe 2) +0.6% / +0.8%, so the rule starts above both; M <= 32 within +-0.2%.
+constexpr double kH100DeepUpMinSpe = 3.0;
+// Where the H100 SXM's band of block_fp8_fused_act_up ends: from 0.5 slots per expert (M = 16 on
+// the anchors) the fused n256 up tile, at 4 stages (kH100FusedBandStages), where the one-wave s2
+// rule does not take it first (M = 23..46 on the anchors). Layer A/B on one H100 SXM (twenty-ninth
+// session, call 3: bench/tables/fp8_up_fused_band, three interleaved runs a side, ranges <= 0.5%),
+// Qwen3.5 TP4 / DeepSeek-V3 TP8 fp8, against n128 and the activation stage: s4 at M = 16 -1.6% /
+// -2.0%, M = 20 -1.5% / -1.0% (s3 -1.2 / -0.6%, -1.4 / -0.2%); at M = 12 (spe 0.375) s3 -0.7% /
+// +0.9%, s4 +2.2% / +3.8%: the band keeps [0.375, 0.5). The tuner picked the same tile at M = 16
+// (call 2).
+constexpr double kH100FusedBandEnd = 0.5;
+constexpr int kH100FusedBandStages = 4;
 // Whether a block-fp8 up tile can fuse the activation at all: block_k 128, N whole groups.
 bool block_fp8_up_can_fuse(const MoeShape& shape) {
   return shape.block_shape && (*shape.block_shape)[1] == 128 && shape.N % 128 == 0;
@@ -87,9 +110,14 @@ bool block_fp8_up_can_fuse(const MoeShape& shape) {
 // (M = 12..31 on the anchors) keeps n128 and the activation stage. Measured on E = 256, topk 8
 // only (the wave count of the n256 grid, 2 blocks per SM, is the likely cause of the band); not
 // measured: block_k other than 128 (the group must fill half the tile), other GPUs (swap-AB is
-// sm_90a only).
-bool block_fp8_fused_act_up(const MoeShape& shape, double spe) {
-  return block_fp8_up_can_fuse(shape) && !(spe >= 0.375 && spe < 1.0);
+// sm_90a only). The H100 SXM's band is [0.375, 0.5) (kH100FusedBandEnd).
+bool block_fp8_fused_act_up(const MoeShape& shape, const GpuSpec& gpu, double spe) {
+  const double band_end = h100_sxm(gpu) ? kH100FusedBandEnd : 1.0;
+  return block_fp8_up_can_fuse(shape) && !(spe >= 0.375 && spe < band_end);
+}
+// Whether the H100 SXM's fused tile at spe comes from its narrower band (kH100FusedBandEnd).
+bool h100_fused_in_band(const GpuSpec& gpu, double spe) {
+  return h100_sxm(gpu) && spe >= kH100FusedBandEnd && spe < 1.0;
 }
 // The fused n256 up tile at num_stages 2 (3 blocks per SM by shared memory on the H200, 70 KB)
 // instead of 3 (2 per SM, 105 KB) where its grid outgrows one wave at 3 stages but fits one at
@@ -125,24 +153,22 @@ constexpr double kSwapSplitTiles = 0.75;
 constexpr long long kSwap16DownMaxDepth = 256;
 // 16-bit up takes m16 n256 k128 w8 s3 from this many token slots per expert (see its rule).
 constexpr double kW8UpMinSpe = 2.5;
-// The H100 SXM (80 GB HBM3 at 3.35 TB/s, the same 132-SM GH100 as the H200's 4.8 TB/s), where
-// two of the H200-measured block-fp8 decode rules below lose: GEMM2's GROUP_SIZE_M 32 from 4 slots
-// per expert, and the fused n256 up ring's 3 stages from 3 slots per expert (5 win). Measured on
-// this board only (bench/results/2026-12-05_h100_twentyeighth_session.md, calls 3 and 4); other
-// boards keep the H200's rules until measured.
-bool h100_sxm(const GpuSpec& gpu) { return gpu.name == "NVIDIA H100 80GB HBM3"; }
-// Token slots per expert from which the H100 SXM's fused n256 up tile takes 5 stages (174 KB, one
-// block per SM) instead of 3. Layer A/B, three interleaved runs a side, Qwen3.5 TP4 / DeepSeek-V3
-// TP8 fp8 (calls 3, 4): s5 against s3 at M = 96, 128, 192, 256 (spe 3..8) -0.8..-0.9% /
-// -0.6..-1.2%, beside GEMM2 at g1 -0.6..-0.9% / -0.6..-1.2%; M = 48 (spe 1.5) -0.9% / -1.7% but
-// M = 64 (spe 2) +0.6% / +0.8%, so the rule starts above both; M <= 32 within +-0.2%.
-constexpr double kH100DeepUpMinSpe = 3.0;
 void set_block_fp8_down(KernelConfig& c) {
   c.BLOCK_SIZE_N = 64;
   c.num_stages = 3;
 }
 
 }  // namespace
+
+// Layer A/B on H100 SXMs, Qwen3.5 TP4 / DeepSeek-V3 TP8 fp8, three interleaved runs a side
+// (twenty-eighth session call 2, twenty-ninth session calls 2 and 3; three GPUs): with the fused
+// n256 up tile M = 8 -1.1 / -0.7%, -0.9 / -0.8%; M = 16 and 20 on the fused s4 tile -1.2 / -0.5%,
+// -0.8 / -0.5% against that tile alone; M = 24..32 (fused s2) -0.7..-1.5% / -0.1..-1.1%. With
+// the unfused n128 tile (M = 12) it loses: +0.8 / +2.5%, +1.1 / +2.5% (the derivation costs
+// that kernel 2.4 µs on DeepSeek-V3). Not measured on the H200, which keeps the align launch.
+bool moetune_default_alignment_in_gemm1(const GpuSpec& gpu, bool gemm1_fuses_act) {
+  return h100_sxm(gpu) && gemm1_fuses_act;
+}
 
 KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, int M, bool down) {
   const bool fp8 = shape.dtype == Dtype::fp8_w8a8;
@@ -435,11 +461,13 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
           n256_up_one_wave_at_s2(up_tiles(wide), gpu, moetune_smem_bytes(wide, target),
                                  moetune_smem_bytes(wide_s2, target)))
         sw = wide_s2;
-      else if (block_fp8_fused_act_up(shape, spe) && swap_fits(wide))
+      else if (block_fp8_fused_act_up(shape, gpu, spe) && swap_fits(wide))
         sw = wide;
+      // The H100 SXM's deeper rings: 4 stages in its narrower band, 5 from 3 slots per expert.
       KernelConfig deep = wide;
-      deep.num_stages = 5;
-      if (sw == wide && h100_sxm(gpu) && spe >= kH100DeepUpMinSpe && swap_fits(deep)) sw = deep;
+      deep.num_stages = h100_fused_in_band(gpu, spe) ? kH100FusedBandStages
+                        : spe >= kH100DeepUpMinSpe ? 5 : wide.num_stages;
+      if (sw == wide && h100_sxm(gpu) && swap_fits(deep)) sw = deep;
     }
     if (!down) {
       const double tiles = up_tiles(sw);

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,8 +50,9 @@ struct CheckOptions {
   // FusedMoeOptions::topk_sum_in_gemm2 of the layers checked (false: `check --deterministic`,
   // the separate top-k sum; true: GEMM2's atomic adds on sm_90+, the default).
   bool topk_sum_in_gemm2 = true;
-  // FusedMoeOptions::alignment_in_gemm1 of the layers checked (`check --align-in-gemm1`).
-  bool alignment_in_gemm1 = false;
+  // FusedMoeOptions::alignment_in_gemm1 of the layers checked (unset: the GPU's default;
+  // `check --align-in-gemm1`: true; `--no-align-in-gemm1`: false).
+  std::optional<bool> alignment_in_gemm1;
 };
 
 struct CheckResult {

@@ -395,7 +395,7 @@ void FusedMoe::prepare(std::int64_t max_M) {
   }
   // GEMM1 deriving the alignment (gemm1_aligns): its instance at each M where it does (a few
   // dozen sizes at most: M * topk <= tile_math::kInlineAlignMaxSlots).
-  if (impl_->opts.alignment_in_gemm1) {
+  if (impl_->opts.alignment_in_gemm1 != false) {
     std::set<std::string> names;
     for (std::int64_t M = 1; M <= max_M && M * s.topk <= tile_math::kInlineAlignMaxSlots; ++M) {
       if (!gemm1_aligns(M)) continue;
@@ -671,10 +671,14 @@ bool FusedMoe::gemm2_sums_topk(std::int64_t M) const {
 
 bool FusedMoe::gemm1_aligns(std::int64_t M) const {
   const MoeShape& s = impl_->shape;
-  if (!impl_->opts.alignment_in_gemm1 || M < 1 || moe::route_align_fits(s, M) ||
-      uses_persistent_gemms(M) || down_config(M).SPLIT_K != 1)
+  const std::optional<bool>& asked = impl_->opts.alignment_in_gemm1;
+  if (asked == false || M < 1 || moe::route_align_fits(s, M) || uses_persistent_gemms(M) ||
+      down_config(M).SPLIT_K != 1)
     return false;
   const KernelConfig& up = up_config(M);
+  if (!asked.has_value() &&
+      !moetune_default_alignment_in_gemm1(impl_->gpu, gemm1_fuses_act(s, M, up)))
+    return false;
   return gemm::gemm_inline_align_violation(s, up, gemm::gemm1_stage(s, M, up), M,
                                            impl_->arch) == nullptr;
 }

@@ -76,6 +76,7 @@ void expect_same(const MoeShape& s, int rank, const std::vector<std::int64_t>& b
   on.decode_kernels = off.decode_kernels = false;
   on.topk_sum_in_gemm2 = off.topk_sum_in_gemm2 = false;  // bit-reproducible on both sides
   on.alignment_in_gemm1 = true;
+  off.alignment_in_gemm1 = false;  // unset is the GPU's default, which derives it on the H100
   FusedMoe f(s, local_gpu(), {}, {}, on), g(s, local_gpu(), {}, {}, off);
   for (std::int64_t M : must_apply) ASSERT_TRUE(f.gemm1_aligns(M)) << "M=" << M;
   std::int64_t max_M = 1;

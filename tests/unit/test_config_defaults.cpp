@@ -123,14 +123,15 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   EXPECT_EQ(up_at(kQwenFp8, 257).SWAP_AB, 0);
 }
 
-// The H100 SXM's two block-fp8 decode rules (measured there, twenty-eighth session): GEMM2 keeps
-// GROUP_SIZE_M 1 from 4 slots per expert (M = 128 here), where the H200 takes 32, and the fused
-// n256 up tile takes 5 stages from 3 slots per expert (M = 96 here; M = 95 is 2.97), where the
-// H200 keeps 3. Below those sizes, and in bf16, both boards get the same tiles.
+// The H100 SXM's block-fp8 decode rules (measured there, twenty-eighth and twenty-ninth
+// sessions): GEMM2 keeps GROUP_SIZE_M 1 from 4 slots per expert (M = 128 here), where the H200
+// takes 32; the fused n256 up tile takes 5 stages from 3 slots per expert (M = 96 here; M = 95 is
+// 2.97), where the H200 keeps 3; and the fused-activation band ends at 0.5 slots per expert.
+// Elsewhere, and in bf16, both boards get the same tiles.
 TEST(ConfigDefaults, MoetuneH100SxmBlockFp8DecodeRules) {
   const GpuSpec& h100 = gpu("NVIDIA H100 80GB HBM3");
   const KernelConfig up_s3{16, 256, 128, 1, 4, 3, 1, 1}, up_s5{16, 256, 128, 1, 4, 5, 1, 1},
-      down_g1{16, 128, 128, 1, 4, 2, 1, 1};
+      up_s4{16, 256, 128, 1, 4, 4, 1, 1}, down_g1{16, 128, 128, 1, 4, 2, 1, 1};
   for (const MoeShape* s : {&kQwenFp8, &kDsv3Fp8}) {
     for (int M : {96, 128, 192, 256}) {
       EXPECT_EQ(moetune_default_config(*s, h100, M, false), up_s5) << M;
@@ -140,10 +141,20 @@ TEST(ConfigDefaults, MoetuneH100SxmBlockFp8DecodeRules) {
       EXPECT_EQ(moetune_default_config(*s, h100, M, true), down_g1) << M;
       EXPECT_EQ(down_at(*s, M).GROUP_SIZE_M, 32) << M;
     }
-    for (int M : {1, 8, 16, 32, 48, 64, 95}) {
+    for (int M : {1, 8, 12, 15, 23, 32, 48, 64, 95}) {
       EXPECT_EQ(moetune_default_config(*s, h100, M, false), up_at(*s, M)) << M;
       EXPECT_EQ(moetune_default_config(*s, h100, M, true), down_at(*s, M)) << M;
     }
+    // The fused-activation band ends at 0.5 slots per expert (M = 16): M = 16..22 take the fused
+    // n256 tile at 4 stages where the H200 keeps n128 and the activation stage; M = 12..15 keep
+    // n128 on both; from M = 23 the one-wave s2 rule takes the fused tile on both.
+    for (int M : {16, 20, 22}) {
+      EXPECT_EQ(moetune_default_config(*s, h100, M, false), up_s4) << M;
+      EXPECT_EQ(up_at(*s, M).BLOCK_SIZE_N, 128) << M;
+      EXPECT_EQ(moetune_default_config(*s, h100, M, true), down_at(*s, M)) << M;
+    }
+    for (int M : {12, 15}) EXPECT_EQ(up_at(*s, M).BLOCK_SIZE_N, 128) << M;
+    EXPECT_EQ(up_at(*s, 23).num_stages, 2);
   }
   for (int M : {96, 128, 256}) {
     EXPECT_EQ(moetune_default_config(kQwenBf16, h100, M, false), up_at(kQwenBf16, M)) << M;

@@ -136,7 +136,7 @@ TEST(MoeFused, TopkSumInGemm2FromSm90) {
 // kernels, with the persistent kernel or with a split-K GEMM2; the layout says so per M.
 TEST(MoeFused, AlignmentInGemm1WhereItApplies) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
-  EXPECT_FALSE(FusedMoeOptions{}.alignment_in_gemm1);
+  EXPECT_FALSE(FusedMoeOptions{}.alignment_in_gemm1.has_value());  // the GPU's default
   FusedMoeOptions on;
   on.alignment_in_gemm1 = true;
   for (int shape : {0, 1})
@@ -172,6 +172,40 @@ TEST(MoeFused, AlignmentInGemm1WhereItApplies) {
   const FusedMoe sk(f8, h200, ConfigTable{{8, up}}, ConfigTable{{8, split_down}}, on);
   EXPECT_TRUE(FusedMoe(f8, h200, ConfigTable{{8, up}}, {}, on).gemm1_aligns(8));
   EXPECT_FALSE(sk.gemm1_aligns(8));  // the alignment launch zeroes GEMM2's split-K counters
+}
+
+// The default (alignment_in_gemm1 unset): on the H100 SXM, block fp8 derives the alignment where
+// its GEMM1 is the fused n256 tile (M = 7..11 and 16..32 on both anchors: M = 12..15 keep the
+// n128 tile and the activation stage, moetune_default_config's band there); never on the H200,
+// never for bf16; `false` turns it off on the H100 too, and a table's unfused tile keeps the
+// align launch where `true` would not.
+TEST(MoeFused, AlignmentInGemm1DefaultsToTheH100sFusedTile) {
+  const GpuSpec& h100 = require_gpu("NVIDIA H100 80GB HBM3");
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  FusedMoeOptions off;
+  off.alignment_in_gemm1 = false;
+  for (int shape : {0, 1})
+    for (const char* d : {"bf16", "fp8_block"}) {
+      const MoeShape s = moe::with_dtype_variant(moe::anchor_check_shapes()[shape].shape, d);
+      const std::string what = std::string(d) + " shape " + std::to_string(shape);
+      const FusedMoe dflt(s, h100), never(s, h100, {}, {}, off);
+      for (std::int64_t M = 1; M <= 40; ++M) {
+        const bool want =
+            std::string(d) == "fp8_block" && ((M >= 7 && M <= 11) || (M >= 16 && M <= 32));
+        EXPECT_EQ(dflt.gemm1_aligns(M), want) << what << " M=" << M;
+        if (std::string(d) == "fp8_block" && M >= 7 && M <= 32) {  // it follows the fused tile
+          EXPECT_EQ(dflt.workspace_layout(M).gemm1_fused_act, want) << what << " M=" << M;
+        }
+        EXPECT_FALSE(never.gemm1_aligns(M)) << what << " M=" << M;
+        EXPECT_FALSE(FusedMoe(s, h200).gemm1_aligns(M)) << what << " M=" << M;
+      }
+    }
+  const MoeShape f8 = deepseek("fp8_block");
+  const KernelConfig unfused{16, 128, 128, 1, 4, 3, 1, 1};
+  FusedMoeOptions on;
+  on.alignment_in_gemm1 = true;
+  EXPECT_FALSE(FusedMoe(f8, h100, ConfigTable{{8, unfused}}, {}).gemm1_aligns(8));
+  EXPECT_TRUE(FusedMoe(f8, h100, ConfigTable{{8, unfused}}, {}, on).gemm1_aligns(8));
 }
 
 // The deriving GEMM1 instance: the wgmma kernel with ALIGN_E = E and a name of its own; refused
