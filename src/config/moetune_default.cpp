@@ -111,13 +111,14 @@ bool block_fp8_up_can_fuse(const MoeShape& shape) {
 // only (the wave count of the n256 grid, 2 blocks per SM, is the likely cause of the band); not
 // measured: block_k other than 128 (the group must fill half the tile), other GPUs (swap-AB is
 // sm_90a only). The H100 SXM's band is [0.375, 0.5) (kH100FusedBandEnd).
+constexpr double kFusedBandStart = 0.375, kFusedBandEnd = 1.0;
 bool block_fp8_fused_act_up(const MoeShape& shape, const GpuSpec& gpu, double spe) {
-  const double band_end = h100_sxm(gpu) ? kH100FusedBandEnd : 1.0;
-  return block_fp8_up_can_fuse(shape) && !(spe >= 0.375 && spe < band_end);
+  const double band_end = h100_sxm(gpu) ? kH100FusedBandEnd : kFusedBandEnd;
+  return block_fp8_up_can_fuse(shape) && !(spe >= kFusedBandStart && spe < band_end);
 }
-// Whether the H100 SXM's fused tile at spe comes from its narrower band (kH100FusedBandEnd).
+// Whether spe lies in the part of the H200's band that the H100 SXM fuses (0.5..1).
 bool h100_fused_in_band(const GpuSpec& gpu, double spe) {
-  return h100_sxm(gpu) && spe >= kH100FusedBandEnd && spe < 1.0;
+  return h100_sxm(gpu) && spe >= kH100FusedBandEnd && spe < kFusedBandEnd;
 }
 // The fused n256 up tile at num_stages 2 (3 blocks per SM by shared memory on the H200, 70 KB)
 // instead of 3 (2 per SM, 105 KB) where its grid outgrows one wave at 3 stages but fits one at

@@ -97,6 +97,14 @@ class BadInput(CliTestCase):
             with self.subTest(args=args):
                 self.assertExactError(args, line)
 
+    def test_contradicting_flags(self):
+        # Refused before any GPU is looked for, so this runs without one too.
+        for cmd in ("bench", "profile", "check"):
+            with self.subTest(cmd=cmd):
+                self.assertExactError(
+                    [cmd, "--align-in-gemm1", "--no-align-in-gemm1"],
+                    "--align-in-gemm1 excludes --no-align-in-gemm1 (see moetune --help)")
+
     def test_global_options_on_either_side(self):
         a = run("--tp", "0", "shapes")
         b = run("shapes", "--tp", "0")
