@@ -30,5 +30,10 @@ void make_bench_weights(const FusedMoe& moe, std::uint64_t seed, BenchData& d);
 // routing and their activation), so stages and the GEMM phase can be timed alone.
 void make_bench_sets(const FusedMoe& moe, std::int64_t M, int rotation, std::size_t max_set_bytes,
                      std::uint64_t seed, BenchData& d, CUstream stream);
+// make_bench_sets() for M as `opts` asks (one set when hot), synchronized, and the measure options
+// that time them: hot also when memory left room for one set only (a single set is L2-warm).
+bench::MeasureOptions prepare_bench_sets(const FusedMoe& moe, std::int64_t M,
+                                         const BenchOptions& opts, BenchData& d,
+                                         cuda::Stream& stream);
 
 }  // namespace moetune::moe

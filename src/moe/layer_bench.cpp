@@ -184,6 +184,18 @@ StageCost stage_cost(const MoeShape& s, MoeStage stage, std::int64_t M, bool rou
   return c;
 }
 
+bench::MeasureOptions prepare_bench_sets(const FusedMoe& moe, std::int64_t M,
+                                         const BenchOptions& opts, BenchData& d,
+                                         cuda::Stream& stream) {
+  make_bench_sets(moe, M, opts.hot ? 1 : opts.rotation, opts.max_set_bytes, opts.seed + M, d,
+                  stream);
+  stream.synchronize();
+  bench::MeasureOptions mo = opts.measure;
+  mo.rotation = static_cast<int>(d.sets.size());
+  mo.hot = opts.hot || mo.rotation < 2;  // one set only: say so (the row's hot)
+  return mo;
+}
+
 std::vector<LayerBenchRow> layer_bench(const FusedMoe& moe, const GpuSpec& gpu,
                                        const BenchOptions& opts) {
   const MoeShape& s = moe.shape();
@@ -195,13 +207,7 @@ std::vector<LayerBenchRow> layer_bench(const FusedMoe& moe, const GpuSpec& gpu,
   make_bench_weights(moe, opts.seed, d);
   std::vector<LayerBenchRow> rows;
   for (std::int64_t M : opts.batch) {
-    make_bench_sets(moe, M, opts.hot ? 1 : opts.rotation, opts.max_set_bytes, opts.seed + M, d,
-                    stream);
-    stream.synchronize();
-    bench::MeasureOptions mo = opts.measure;
-    mo.hot = opts.hot;
-    mo.rotation = static_cast<int>(d.sets.size());
-    if (!opts.hot && mo.rotation < 2) mo.hot = true;  // one set only: say so (row.hot)
+    const bench::MeasureOptions mo = prepare_bench_sets(moe, M, opts, d, stream);
     auto layer = [&](CUstream st, int i) {
       const BenchSet& b = d.sets[i % d.sets.size()];
       moe.forward(b.inputs, d.weights, reinterpret_cast<void*>(b.out.ptr()),

@@ -16,12 +16,7 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
   make_bench_weights(moe, opts.seed, d);
   std::vector<ProfileRow> rows;
   for (std::int64_t M : opts.batch) {
-    make_bench_sets(moe, M, opts.hot ? 1 : opts.rotation, opts.max_set_bytes, opts.seed + M, d,
-                    stream);
-    stream.synchronize();
-    bench::MeasureOptions mo = opts.measure;
-    mo.hot = opts.hot || d.sets.size() < 2;
-    mo.rotation = static_cast<int>(d.sets.size());
+    const bench::MeasureOptions mo = prepare_bench_sets(moe, M, opts, d, stream);
     ProfileRow row;
     row.M = M;
     row.up = moe.up_config(M);
