@@ -22,6 +22,7 @@
 #include "moe/persistent.hpp"
 #include "moe/reference.hpp"
 #include "moe/stages.hpp"
+#include "perf/splitmix64.hpp"
 #include "moetune/error.hpp"
 #include "moetune/fused_moe.hpp"
 #include "moetune/model.hpp"
@@ -31,21 +32,7 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// splitmix64: fast, seedable, good enough for test data.
-struct Rng {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
-  double normal() {  // Box-Muller
-    const double u1 = std::max(uniform(), 1e-300), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  }
-};
+using Rng = SplitMix64;
 
 template <typename F>
 void parallel_chunks(std::int64_t n, F&& f) {

@@ -6,20 +6,12 @@
 #include "moe/bench_data.hpp"
 #include "moe/reference.hpp"
 #include "moetune/error.hpp"
+#include "perf/splitmix64.hpp"
 
 namespace moetune::moe {
 namespace {
 
-struct Rng {
-  std::uint64_t s;
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return (next() >> 11) * (1.0 / 9007199254740992.0); }
-};
+using Rng = SplitMix64;
 
 // Fills n elements in parallel with f(rng) -> element.
 template <typename T, typename F>

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "moetune/error.hpp"
+#include "perf/splitmix64.hpp"
 
 namespace moetune {
 namespace {
@@ -49,7 +50,7 @@ double median_inplace(std::vector<double>& v) {
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) {
-    for (auto& s : state_) s = splitmix64(seed);
+    for (auto& s : state_) s = splitmix64_next(seed);
   }
   std::uint64_t next() {
     const std::uint64_t result = rotl(state_[1] * 5, 7) * 9;
@@ -68,12 +69,6 @@ class Rng {
 
  private:
   static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  static std::uint64_t splitmix64(std::uint64_t& x) {
-    std::uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
   std::uint64_t state_[4];
 };
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "moetune/error.hpp"
+#include "perf/splitmix64.hpp"
 #include "tune/record_log.hpp"
 
 namespace moetune::tune {
@@ -20,13 +21,8 @@ constexpr std::pair<CandidateStatus, std::string_view> kStatusNames[] = {
     {CandidateStatus::timeout, "timeout"},
 };
 
-// SplitMix64: a stable hash for seeding per-(config, call) noise.
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// SplitMix64's output function: a stable hash for seeding per-(config, call) noise.
+std::uint64_t mix(std::uint64_t x) { return splitmix64_next(x); }
 
 std::uint64_t hash_config(const KernelConfig& c) {
   std::uint64_t h = 0;
