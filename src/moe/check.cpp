@@ -21,6 +21,7 @@
 #include "moe/decode.hpp"
 #include "moe/persistent.hpp"
 #include "moe/reference.hpp"
+#include "moe/parallel.hpp"
 #include "moe/stages.hpp"
 #include "perf/splitmix64.hpp"
 #include "moetune/error.hpp"
@@ -33,19 +34,6 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 using Rng = SplitMix64;
-
-template <typename F>
-void parallel_chunks(std::int64_t n, F&& f) {
-  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const std::int64_t chunk = (n + threads - 1) / threads;
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    const std::int64_t lo = t * chunk, hi = std::min(n, lo + chunk);
-    if (lo >= hi) break;
-    pool.emplace_back([&f, lo, hi, t] { f(lo, hi, static_cast<std::uint64_t>(t)); });
-  }
-  for (auto& th : pool) th.join();
-}
 
 bool is_fp8(const MoeShape& s) { return s.dtype == Dtype::fp8_w8a8; }
 bool is_block(const MoeShape& s) { return is_fp8(s) && s.block_shape.has_value(); }
@@ -82,14 +70,14 @@ HostWeightData make_weights(const MoeShape& s, std::uint64_t seed) {
   auto fill16 = [&](std::vector<std::uint16_t>& v, std::int64_t n, double sd, std::uint64_t sd_seed) {
     v.resize(n);
     const Dtype act = activation_dtype(s.dtype);
-    parallel_chunks(n, [&](std::int64_t lo, std::int64_t hi, std::uint64_t t) {
+    parallel_chunks(n, kSeedChunks, [&](std::int64_t lo, std::int64_t hi, std::uint64_t t) {
       Rng r{sd_seed * 1000003 + t * 7919 + 17};
       for (std::int64_t i = lo; i < hi; ++i) v[i] = double_to_half_bits(act, r.normal() * sd);
     });
   };
   auto fill8 = [&](std::vector<std::uint8_t>& v, std::int64_t n, std::uint64_t sd_seed) {
     v.resize(n);
-    parallel_chunks(n, [&](std::int64_t lo, std::int64_t hi, std::uint64_t t) {
+    parallel_chunks(n, kSeedChunks, [&](std::int64_t lo, std::int64_t hi, std::uint64_t t) {
       Rng r{sd_seed * 1000003 + t * 7919 + 29};
       for (std::int64_t i = lo; i < hi; ++i) v[i] = double_to_e4m3(r.normal() * 64.0);
     });
@@ -328,7 +316,7 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         Rng r{(case_seed += 13)};
         std::vector<std::uint16_t> hidden(std::size_t(M) * s.K);
         std::vector<float> logits(std::size_t(M) * s.E_global);
-        parallel_chunks(std::int64_t(hidden.size()), [&](std::int64_t lo, std::int64_t hi, std::uint64_t t) {
+        parallel_chunks(std::int64_t(hidden.size()), kSeedChunks, [&](std::int64_t lo, std::int64_t hi, std::uint64_t t) {
           Rng rr{r.s + t * 104729};
           for (std::int64_t i = lo; i < hi; ++i) hidden[i] = double_to_half_bits(act, rr.normal());
         });
@@ -519,7 +507,7 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
                 o_ref;
           };
           std::vector<RowOut> rows_out(stage_rows.size());
-          parallel_chunks(std::int64_t(stage_rows.size()),
+          parallel_chunks(std::int64_t(stage_rows.size()), hardware_threads(),
                           [&](std::int64_t lo_r, std::int64_t hi_r, std::uint64_t) {
             std::vector<double> wrow(std::max(s.K, s.N)), xa(s.K), hrow(2 * s.N), arow(s.N),
                 a_in(s.N), rq(s.N), token_ref(s.K);

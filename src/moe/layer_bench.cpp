@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "moe/bench_data.hpp"
+#include "moe/parallel.hpp"
 #include "moe/reference.hpp"
 #include "moetune/error.hpp"
 #include "perf/splitmix64.hpp"
@@ -17,18 +18,11 @@ using Rng = SplitMix64;
 template <typename T, typename F>
 std::vector<T> random_vector(std::size_t n, std::uint64_t seed, F f) {
   std::vector<T> v(n);
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t chunk = (n + threads - 1) / threads;
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t) {
-    const std::size_t lo = t * chunk, hi = std::min(n, lo + chunk);
-    if (lo >= hi) break;
-    pool.emplace_back([&, lo, hi, t] {
-      Rng r{seed * 0x100000001b3ULL + t + 1};
-      for (std::size_t i = lo; i < hi; ++i) v[i] = f(r);
-    });
-  }
-  for (auto& th : pool) th.join();
+  parallel_chunks(static_cast<std::int64_t>(n), kSeedChunks,
+                  [&](std::int64_t lo, std::int64_t hi, std::uint64_t c) {
+                    Rng r{seed * 0x100000001b3ULL + c + 1};
+                    for (std::int64_t i = lo; i < hi; ++i) v[i] = f(r);
+                  });
   return v;
 }
 

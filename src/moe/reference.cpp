@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "moe/parallel.hpp"
 #include "moetune/error.hpp"
 
 namespace moetune::moe {
@@ -467,20 +468,6 @@ double dot(const double* a, const double* b, std::int64_t n) {
   }
   for (; i < n; ++i) s0 += a[i] * b[i];
   return (s0 + s1) + (s2 + s3);
-}
-
-template <typename F>
-void parallel_for(std::int64_t n, int threads, F&& f) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = static_cast<int>(std::min<std::int64_t>(threads, std::max<std::int64_t>(n, 1)));
-  std::atomic<std::int64_t> next{0};
-  auto work = [&] {
-    for (std::int64_t i; (i = next.fetch_add(1)) < n;) f(i);
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
 }
 
 }  // namespace

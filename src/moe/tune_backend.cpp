@@ -22,6 +22,7 @@
 #include "cuda/nvml.hpp"
 #include "gemm/gemm.hpp"
 #include "moe/check.hpp"
+#include "moe/parallel.hpp"
 #include "moe/reference.hpp"
 #include "moe/stages.hpp"
 #include "moetune/error.hpp"
@@ -51,20 +52,6 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
   return r.next();
 }
 
-int hardware_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
-
-template <class F>
-void parallel_for(std::int64_t n, F&& f) {
-  const int threads = static_cast<int>(std::min<std::int64_t>(hardware_threads(), std::max<std::int64_t>(n, 1)));
-  std::atomic<std::int64_t> next{0};
-  auto work = [&] {
-    for (std::int64_t i; (i = next.fetch_add(1)) < n;) f(i);
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-}
 
 // The GEMM as the layer runs it at M with config c: GEMM1 has SiLU(gate)·up fused into its
 // epilogue at decode sizes (bf16/fp16; block fp8 where c can, quantized: gemm::gemm1_stage),
@@ -96,7 +83,7 @@ std::vector<std::uint8_t> random_elements(std::size_t n, Dtype d, double amp, st
   std::vector<std::uint8_t> out(n * eb);
   constexpr std::size_t kChunk = std::size_t(1) << 18;
   const std::int64_t chunks = static_cast<std::int64_t>((n + kChunk - 1) / kChunk);
-  parallel_for(chunks, [&](std::int64_t c) {
+  parallel_for(chunks, 0, [&](std::int64_t c) {
     Rng rng(mix(seed, static_cast<std::uint64_t>(c)));
     const std::size_t lo = static_cast<std::size_t>(c) * kChunk, hi = std::min(n, lo + kChunk);
     for (std::size_t i = lo; i < hi; ++i) {
@@ -688,7 +675,7 @@ tune::CheckResult GemmWorkerBackend::check(const tune::CheckRequest& r) {
   (r.stage == tune::Stage::up ? hw.w13_scale : hw.w2_scale) =
       w.host.scale.empty() ? nullptr : w.host.scale.data();
   std::vector<double> ref(rows.size() * no), got(rows.size() * no);
-  parallel_for(static_cast<std::int64_t>(rows.size()), [&](std::int64_t i) {
+  parallel_for(static_cast<std::int64_t>(rows.size()), 0, [&](std::int64_t i) {
     const std::int64_t slot = rows[i];
     const std::int64_t arow = r.stage == tune::Stage::up ? slot / s.topk : slot;
     std::vector<double> x(kr), wrow(kr), h(wr), act_ref(fused_act ? s.N : 0),
