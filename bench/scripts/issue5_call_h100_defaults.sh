@@ -13,6 +13,7 @@
 #   bench/tables/fp8_up_fused_band) at M = 8..32, three runs. Prediction: bars as the
 #   twenty-fifth session within the spread; align -0.5..-1% where fused (M = 8, 24..32), f4 at
 #   M = 16 / 20 unknown (s3 there lost +0.3% / +1.9% at M = 16 on the H200).
+# AB_RUNS (default 3): interleaved runs of each A/B side, fewer when device time is short.
 # Output: $OUT/*.tgz and consoles; a short table last.
 set -u
 mkdir -p "$OUT"
@@ -25,7 +26,7 @@ if [[ "$gpu" == *H200* ]]; then
   OUT=$OUT/bars FLAGS= BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=120 timeout -k 5 300 \
     bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
   echo "final_bars: exit $?"; tail -n 40 "$OUT/bars_console.txt"
-  OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=3 BENCH_BATCH=8,16,20,24,32 BENCH_MODELS="$M2" \
+  OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=${AB_RUNS:-3} BENCH_BATCH=8,16,20,24,32 BENCH_MODELS="$M2" \
     SIDES="new!measured-ceilings new!align-in-gemm1!measured-ceilings new!measured-ceilings+$T/f4.json new!align-in-gemm1!measured-ceilings+$T/f4.json" \
     timeout -k 5 240 bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
   echo "stage_ab: exit $?"
@@ -43,7 +44,7 @@ else
     grep -vE "^ok " "$OUT/check_$i.txt" | head -n 5
     i=$((i + 1))
   done
-  OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=3 BENCH_BATCH=8,12,16,20,24,32 \
+  OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=${AB_RUNS:-3} BENCH_BATCH=8,12,16,20,24,32 \
     BENCH_MODELS="$M2" \
     SIDES="prev!measured-ceilings new!measured-ceilings new!no-align-in-gemm1!measured-ceilings" \
     timeout -k 5 300 bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
