@@ -13,6 +13,7 @@
 #   bench/tables/fp8_up_fused_band) at M = 8..32, three runs. Prediction: bars as the
 #   twenty-fifth session within the spread; align -0.5..-1% where fused (M = 8, 24..32), f4 at
 #   M = 16 / 20 unknown (s3 there lost +0.3% / +1.9% at M = 16 on the H200).
+# H200_ONLY=1: on any other GPU stop at once (the H100 half is done: thirty-first session).
 # AB_RUNS (default 3): interleaved runs of each A/B side, fewer when device time is short.
 # Output: $OUT/*.tgz and consoles; a short table last.
 set -u
@@ -22,6 +23,9 @@ echo "gpu: $gpu"; cat .devbin/commit.txt .devbin/prev/commit.txt
 T=bench/tables/fp8_up_fused_band
 M2="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
 export MOETUNE_CACHE_DIR=/tmp/moetune-cache
+if [[ "$gpu" != *H200* && -n "${H200_ONLY:-}" ]]; then
+  echo "H200_ONLY: not an H200, nothing run"; exit 0
+fi
 if [[ "$gpu" == *H200* ]]; then
   OUT=$OUT/bars FLAGS= BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=120 timeout -k 5 300 \
     bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
