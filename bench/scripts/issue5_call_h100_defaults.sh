@@ -14,6 +14,7 @@
 #   twenty-fifth session within the spread; align -0.5..-1% where fused (M = 8, 24..32), f4 at
 #   M = 16 / 20 unknown (s3 there lost +0.3% / +1.9% at M = 16 on the H200).
 # H200_ONLY=1: on any other GPU stop at once (the H100 half is done: thirty-first session).
+# SKIP_BARS=1: on an H200 only the A/B of the two H100 rules (about 2 minutes with AB_RUNS=1).
 # AB_RUNS (default 3): interleaved runs of each A/B side, fewer when device time is short.
 # Output: $OUT/*.tgz and consoles; a short table last.
 set -u
@@ -26,10 +27,15 @@ export MOETUNE_CACHE_DIR=/tmp/moetune-cache
 if [[ "$gpu" != *H200* && -n "${H200_ONLY:-}" ]]; then
   echo "H200_ONLY: not an H200, nothing run"; exit 0
 fi
-if [[ "$gpu" == *H200* ]]; then
+if [[ "$gpu" == *H200* && -z "${SKIP_BARS:-}" ]]; then
   OUT=$OUT/bars FLAGS= BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=120 timeout -k 5 300 \
     bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
   echo "final_bars: exit $?"; tail -n 40 "$OUT/bars_console.txt"
+fi
+if [[ "$gpu" == *H200* ]]; then
+  timeout 60 .devbin/moetune check --model qwen3.5-122b-a10b-fp8 --tp 4 --align-in-gemm1 \
+    --batch 8,16,20,24,32 --configs 1 >"$OUT/check_align.txt" 2>&1
+  echo "check align rc=$?: $(tail -n 1 "$OUT/check_align.txt")"
   OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=${AB_RUNS:-3} BENCH_BATCH=8,16,20,24,32 BENCH_MODELS="$M2" \
     SIDES="new!measured-ceilings new!align-in-gemm1!measured-ceilings new!measured-ceilings+$T/f4.json new!align-in-gemm1!measured-ceilings+$T/f4.json" \
     timeout -k 5 240 bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
