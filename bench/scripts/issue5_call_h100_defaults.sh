@@ -24,10 +24,10 @@ echo "gpu: $gpu"; cat .devbin/commit.txt .devbin/prev/commit.txt
 T=bench/tables/fp8_up_fused_band
 M2="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
 export MOETUNE_CACHE_DIR=/tmp/moetune-cache
-if [[ "$gpu" != *H200* && -n "${H200_ONLY:-}" ]]; then
+if [[ "$gpu" != *H200* && "${H200_ONLY:-0}" == 1 ]]; then
   echo "H200_ONLY: not an H200, nothing run"; exit 0
 fi
-if [[ "$gpu" == *H200* && -z "${SKIP_BARS:-}" ]]; then
+if [[ "$gpu" == *H200* && "${SKIP_BARS:-0}" != 1 ]]; then
   OUT=$OUT/bars FLAGS= BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=120 timeout -k 5 300 \
     bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
   echo "final_bars: exit $?"; tail -n 40 "$OUT/bars_console.txt"

@@ -1,7 +1,6 @@
 // The whole-layer and GEMM-phase measurement of `moetune bench`, and `--vs`: see profile.hpp.
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include "moe/bench_data.hpp"
 #include "moe/parallel.hpp"

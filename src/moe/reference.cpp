@@ -2,7 +2,6 @@
 #include "moe/reference.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -10,7 +9,6 @@
 #include <limits>
 #include <numeric>
 #include <random>
-#include <thread>
 #include <unordered_set>
 
 #include "moe/parallel.hpp"

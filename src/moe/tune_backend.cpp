@@ -26,6 +26,7 @@
 #include "moe/reference.hpp"
 #include "moe/stages.hpp"
 #include "moetune/error.hpp"
+#include "perf/splitmix64.hpp"
 
 namespace moetune::moe {
 namespace {
@@ -35,23 +36,11 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// splitmix64: fast, seeded, the same sequence on every machine.
-struct Rng {
-  std::uint64_t s;
-  explicit Rng(std::uint64_t seed) : s(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (s += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-};
+using Rng = SplitMix64;
 std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
-  Rng r(a ^ (b * 0xD1B54A32D192ED03ULL + 0x8CB92BA72F3D8DD7ULL));
+  Rng r{a ^ (b * 0xD1B54A32D192ED03ULL + 0x8CB92BA72F3D8DD7ULL)};
   return r.next();
 }
-
 
 // The GEMM as the layer runs it at M with config c: GEMM1 has SiLU(gate)·up fused into its
 // epilogue at decode sizes (bf16/fp16; block fp8 where c can, quantized: gemm::gemm1_stage),
@@ -84,7 +73,7 @@ std::vector<std::uint8_t> random_elements(std::size_t n, Dtype d, double amp, st
   constexpr std::size_t kChunk = std::size_t(1) << 18;
   const std::int64_t chunks = static_cast<std::int64_t>((n + kChunk - 1) / kChunk);
   parallel_for(chunks, 0, [&](std::int64_t c) {
-    Rng rng(mix(seed, static_cast<std::uint64_t>(c)));
+    Rng rng{mix(seed, static_cast<std::uint64_t>(c))};
     const std::size_t lo = static_cast<std::size_t>(c) * kChunk, hi = std::min(n, lo + kChunk);
     for (std::size_t i = lo; i < hi; ++i) {
       if (d == Dtype::fp8_w8a8) {
@@ -105,7 +94,7 @@ std::vector<std::uint8_t> random_elements(std::size_t n, Dtype d, double amp, st
 // Scales in [2^-8, 2^-6): products of fp8 values (< 32) stay far from overflow.
 std::vector<float> random_scales(std::size_t n, std::uint64_t seed) {
   std::vector<float> v(n);
-  Rng rng(seed);
+  Rng rng{seed};
   for (float& x : v) {
     x = std::ldexp(static_cast<float>(1 + rng.uniform()), -8 + static_cast<int>(rng.next() % 2));
   }
@@ -246,7 +235,7 @@ RoutingSet make_routing_set(const MoeShape& shape, std::int64_t M, int BLOCK_SIZ
   const int topk = shape.topk;
   r.topk_ids.resize(static_cast<std::size_t>(M) * topk);
   r.topk_weights.resize(r.topk_ids.size());
-  Rng rng(mix(seed, static_cast<std::uint64_t>(M)));
+  Rng rng{mix(seed, static_cast<std::uint64_t>(M))};
   for (std::int64_t t = 0; t < M; ++t) {
     std::int32_t* ids = &r.topk_ids[t * topk];
     for (int j = 0; j < topk; ++j) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <mutex>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 #include <vector>
 
@@ -44,6 +45,42 @@ TEST(MoeParallel, ChunksDependOnNAndChunksOnly) {
   const auto r17 = ranges(17, kSeedChunks, 2);
   ASSERT_EQ(r17.size(), 9u);
   EXPECT_EQ(*r17.rbegin(), Range(16, 17, 8));
+  EXPECT_EQ(ranges(5, 0, 2), std::set<Range>{Range(0, 5, 0)});  // chunks < 1 counts as 1
+}
+
+// The per-thread split that check and bench used before kSeedChunks, written out on its own: with
+// 16 threads it must give exactly the chunks of today's split, so the inputs of the figures
+// recorded on the 16-core device machines are unchanged.
+std::set<Range> old_per_thread_split(std::int64_t n, int threads) {
+  std::set<Range> out;
+  const std::int64_t chunk = (n + threads - 1) / threads;
+  for (int t = 0; t < threads; ++t) {
+    const std::int64_t lo = t * chunk, hi = std::min(n, lo + chunk);
+    if (lo >= hi) break;
+    out.emplace(lo, hi, static_cast<std::uint64_t>(t));
+  }
+  return out;
+}
+
+TEST(MoeParallel, SeedChunksAreTheSixteenCoreSplit) {
+  for (std::int64_t n = 0; n < 600; ++n) {
+    ASSERT_EQ(ranges(n, kSeedChunks, 4), old_per_thread_split(n, 16)) << n;
+  }
+  EXPECT_EQ(ranges(256LL * 512 * 7168, kSeedChunks, 3), old_per_thread_split(256LL * 512 * 7168, 16));
+  EXPECT_NE(ranges(1000, kSeedChunks, 4), old_per_thread_split(1000, 32));  // why 16 is fixed
+}
+
+TEST(MoeParallel, AnExceptionInAnyThreadReachesTheCaller) {
+  for (int threads : {1, 4}) {
+    std::atomic<int> done{0};
+    EXPECT_THROW(parallel_for(10000, threads,
+                              [&](std::int64_t i) {
+                                if (i == 37) throw std::runtime_error("row 37");
+                                done.fetch_add(1);
+                              }),
+                 std::runtime_error);
+    EXPECT_LT(done.load(), 10000);
+  }
 }
 
 TEST(MoeParallel, ForVisitsEveryIndexOnce) {

@@ -36,14 +36,19 @@ class Synth {
   std::uint64_t x_;
 };
 
-// The reference sequence of splitmix64.c (Vigna) from state 0: check, bench and the tuner's
-// synthetic noise all draw from it, so a changed constant would silently change every seed.
+// The reference sequence of splitmix64.c (Vigna) from state 0: check, bench, the tuner's inputs
+// and its synthetic noise all draw from it, so a changed constant would silently change every seed.
 TEST(SplitMix64, MatchesTheReferenceSequence) {
   SplitMix64 r{0};
   EXPECT_EQ(r.next(), 0xe220a8397b1dcdafULL);
   EXPECT_EQ(r.next(), 0x6e789e6aa1b965f4ULL);
   EXPECT_EQ(r.next(), 0x06c45d188009454fULL);
   EXPECT_EQ(r.s, 3 * 0x9e3779b97f4a7c15ULL);
+  SplitMix64 v{0};  // uniform() is the top 53 bits over 2^53: pin its arithmetic too
+  EXPECT_EQ(v.uniform(), static_cast<double>(0xe220a8397b1dcdafULL >> 11) / 9007199254740992.0);
+  EXPECT_DOUBLE_EQ(SplitMix64{0}.uniform(), 0.8833108082136426);
+  SplitMix64 w{0};
+  EXPECT_NEAR(w.normal(), -0.4527577402174582, 1e-15);  // Box-Muller over the first two uniforms
   SplitMix64 u{42};
   for (int i = 0; i < 1000; ++i) {
     const double x = u.uniform();
