@@ -22,13 +22,8 @@
 // (one stage boundary less: the quant stage took 1.0-1.3 µs at decode, `moetune profile`).
 // Shared memory (N_GROUP > 1 only; used where a group is not a power of two of whole lanes,
 // routing_detail::lanes_per_group): c of each warp's token, WARPS x E_GLOBAL fp32.
-// pf (common/route_prefetch.cuh; pf.lines == 0: none): each routing block has pf.slices copies
-// that route the same tokens (only slice 0 writes topk_ids and topk_weights) and then ask L2 for
-// their share of the picked experts' first w13 lines; the quantizing blocks come after all of
-// them. Grid: ceil(M / WARPS) * pf.slices routing blocks, then the quantizing blocks.
 #pragma once
 #include "common/pdl.cuh"
-#include "common/route_prefetch.cuh"
 #include "quant_fp8_group.cuh"
 
 namespace moetune {
@@ -387,8 +382,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     moe_routing(const float* __restrict__ router_logits, const float* __restrict__ correction_bias,
                 int* __restrict__ topk_ids, float* __restrict__ topk_weights, long long M,
                 float routed_scaling_factor, const void* __restrict__ x,
-                unsigned char* __restrict__ q, float* __restrict__ q_scale, int cols,
-                RoutePrefetch pf) {
+                unsigned char* __restrict__ q, float* __restrict__ q_scale, int cols) {
   __shared__ float s_choice[N_GROUP > 1 ? WARPS : 1][N_GROUP > 1 ? E_GLOBAL : 1];
 
   // PDL (common/pdl.cuh): router_logits may come from the kernel before, and the last
@@ -397,43 +391,29 @@ __global__ void __launch_bounds__(WARPS * 32)
   pdl_wait();
   pdl_launch_dependents();
   const long long route_blocks = (M + WARPS - 1) / WARPS;
-  const long long routing_blocks = route_blocks * pf.slices;
   if constexpr (QUANT_GROUP > 0) {
-    if (blockIdx.x >= routing_blocks) {
+    if (blockIdx.x >= route_blocks) {
       quant_fp8_group_rows<ACT, QUANT_GROUP, WARPS * 32>(x, q, q_scale, M, cols,
-                                                         blockIdx.x - routing_blocks,
-                                                         gridDim.x - routing_blocks);
+                                                         blockIdx.x - route_blocks,
+                                                         gridDim.x - route_blocks);
       return;
     }
   }
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int slice = static_cast<int>(blockIdx.x / route_blocks);
-  const long long t = (blockIdx.x % route_blocks) * WARPS + warp;
+  const long long t = static_cast<long long>(blockIdx.x) * WARPS + warp;
   if (t >= M) return;  // the whole warp leaves together
   int ids[TOPK];
   float w[TOPK];
   route_token<E_GLOBAL, TOPK, SCORING, N_GROUP, TOPK_GROUP, HAS_BIAS, RENORMALIZE>(
       router_logits + t * E_GLOBAL, correction_bias,
       N_GROUP > 1 ? s_choice[N_GROUP > 1 ? warp : 0] : nullptr, routed_scaling_factor, ids, w);
-  if (lane == 0 && slice == 0) {
+  if (lane == 0) {
 #pragma unroll
     for (int k = 0; k < TOPK; ++k) {
       topk_ids[t * TOPK + k] = ids[k];
       topk_weights[t * TOPK + k] = w[k];
     }
-  }
-  if (pf.lines == 0) return;
-  // This warp's share (slice `slice` of pf.slices, a line per lane) of its token's picks, in
-  // route_prefetch_offset's order: each row's first line (the K-tile GEMM1 copies first) before
-  // any second. Every lane holds the ids (route_token).
-  const int per_pick = route_prefetch_lines_per_expert(pf);
-#pragma unroll
-  for (int k = 0; k < TOPK; ++k) {
-    const int e = ids[k] - pf.expert_start;
-    if (static_cast<unsigned>(e) >= static_cast<unsigned>(pf.local_experts)) continue;  // EP
-    for (int i = slice * 32 + lane; i < per_pick; i += pf.slices * 32)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(pf.w + route_prefetch_offset(pf, e, i)));
   }
 }
 

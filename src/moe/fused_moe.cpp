@@ -546,17 +546,9 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
                                 stream, pdl, za, na, zb, nb, quant);
         return;
       }
-      // The stage GEMM1's ring copies each row's first K-tiles first (the persistent kernel's
-      // units go in another order: no prefetch there).
-      const RoutePrefetch prefetch =
-          L.persistent ? RoutePrefetch{}
-                       : moe::route_prefetch_plan(s, M, rank, w.w13,
-                                                  impl_->opts.routing_prefetch_lines,
-                                                  up_config(M).SPLIT_K, impl_->gpu.sm_count);
       moe::launch_routing(s, arch, in.router_logits, w.correction_bias,
                           reinterpret_cast<std::int32_t*>(ws + L.topk_ids),
-                          reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl, quant,
-                          prefetch);
+                          reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl, quant);
       return;
     }
     case MoeStage::align: {

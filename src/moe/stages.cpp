@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "kernels/common/tile_math.cuh"
-#include "moetune/dtype.hpp"
 #include "moetune/error.hpp"
 
 namespace moetune::moe {
@@ -213,54 +212,21 @@ static std::int64_t routing_quant_blocks(const MoeShape& shape, std::int64_t M, 
   return std::clamp<std::int64_t>((warps + warps_per_block - 1) / warps_per_block, 1, kMaxGrid);
 }
 
-RoutePrefetch route_prefetch_plan(const MoeShape& shape, std::int64_t M, int rank,
-                                  const void* w13, int lines, int split_k, int sm_count) {
-  RoutePrefetch p;
-  if (lines <= 0 || w13 == nullptr || M <= 0) return p;
-  const std::int64_t row_bytes = static_cast<std::int64_t>(shape.K) * weight_bytes(shape.dtype);
-  const int splits = std::max(split_k, 1);
-  const std::int64_t split_bytes = row_bytes / splits;
-  const std::int64_t split_lines = split_bytes / kRoutePrefetchLineBytes;
-  if (split_lines <= 0) return p;  // rows shorter than a line: nothing worth a prefetch
-  p.w = static_cast<const unsigned char*>(w13);
-  p.rows = 2 * shape.N;
-  p.row_bytes = static_cast<int>(row_bytes);
-  p.expert_bytes = row_bytes * p.rows;
-  p.splits = splits;
-  p.split_bytes = static_cast<int>(split_bytes);
-  p.lines = static_cast<int>(std::min<std::int64_t>(lines, split_lines));
-  p.expert_start = rank * shape.E;
-  p.local_experts = shape.E;
-  const std::int64_t route_blocks = (M + kRoutingWarps - 1) / kRoutingWarps;
-  p.slices = static_cast<int>(std::max<std::int64_t>(1, sm_count / route_blocks));
-  return p;
-}
-
-std::int64_t routing_route_blocks(std::int64_t M, const RoutePrefetch& prefetch) {
-  return (M + kRoutingWarps - 1) / kRoutingWarps * std::max(prefetch.slices, 1);
-}
-
 void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
                     const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
-                    std::int64_t M, CUstream stream, bool pdl, const RoutingQuant* quant,
-                    const RoutePrefetch& prefetch) {
+                    std::int64_t M, CUstream stream, bool pdl, const RoutingQuant* quant) {
   if (M <= 0) return;
   if (shape.routing.correction_bias && correction_bias == nullptr)
     throw InputError("correction_bias", "null", "the routing needs a correction bias");
-  if (prefetch.lines < 0 || prefetch.slices < 1 || (prefetch.lines == 0 && prefetch.slices != 1))
-    throw InputError("route prefetch", fmt::format("{} lines x {} slices", prefetch.lines,
-                                                   prefetch.slices),
-                     "lines must be >= 0 and slices 1 without lines, >= 1 with them");
   long long m = M;
   float rsf = static_cast<float>(shape.routing.routed_scaling_factor);
   const void* x = quant ? quant->x : nullptr;
   std::uint8_t* q = quant ? quant->q : nullptr;
   float* qs = quant ? quant->scale : nullptr;
   int cols = shape.K;
-  RoutePrefetch pf = prefetch;
   void* args[] = {&router_logits, &correction_bias, &topk_ids, &topk_weights, &m, &rsf,
-                  &x,             &q,               &qs,       &cols,         &pf};
-  const std::int64_t grid = routing_route_blocks(M, pf) +
+                  &x,             &q,               &qs,       &cols};
+  const std::int64_t grid = (M + kRoutingWarps - 1) / kRoutingWarps +
                             routing_quant_blocks(shape, M, kRoutingWarps, quant);
   launch(routing_spec(shape, arch, quant != nullptr),
          cuda::Dim3{static_cast<unsigned>(grid), 1, 1}, kRoutingWarps * 32, stream, args, pdl);

@@ -10,7 +10,6 @@
 #include <cuda.h>
 
 #include "cuda/jit.hpp"
-#include "kernels/common/route_prefetch.cuh"
 #include "moetune/model.hpp"
 
 namespace moetune::moe {
@@ -71,20 +70,10 @@ struct RoutingQuant {
   std::uint8_t* q = nullptr;
   float* scale = nullptr;
 };
-// The routing's L2 prefetch of the picked experts' first w13 lines (kernels/common/
-// route_prefetch.cuh) for M tokens on EP rank `rank`: `lines` 128-byte lines from the start of
-// each row and of each of GEMM1's split_k splits (at most a split's lines), the routing blocks
-// copied `slices` times so that about sm_count blocks share the lines. lines <= 0 or w13 null:
-// none (lines 0, slices 1). w13 [E, 2N, K] of shape.dtype's element size.
-RoutePrefetch route_prefetch_plan(const MoeShape& shape, std::int64_t M, int rank,
-                                  const void* w13, int lines, int split_k, int sm_count);
-// Routing blocks of a routing launch of M tokens (ceil(M / 4) times prefetch.slices); the
-// quantizing blocks come after them.
-std::int64_t routing_route_blocks(std::int64_t M, const RoutePrefetch& prefetch);
 void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
                     const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
                     std::int64_t M, CUstream stream, bool pdl = false,
-                    const RoutingQuant* quant = nullptr, const RoutePrefetch& prefetch = {});
+                    const RoutingQuant* quant = nullptr);
 // Alignment outputs sized by max_num_tokens_padded / max_num_m_blocks (reference.hpp).
 void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t* topk_ids,
                   std::int64_t M, int topk, int E, int rank, std::int32_t* sorted_token_ids,
