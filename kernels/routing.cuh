@@ -22,11 +22,8 @@
 // (one stage boundary less: the quant stage took 1.0-1.3 µs at decode, `moetune profile`).
 // Shared memory (N_GROUP > 1 only; used where a group is not a power of two of whole lanes,
 // routing_detail::lanes_per_group): c of each warp's token, WARPS x E_GLOBAL fp32.
-// pf (common/route_prefetch.cuh; pf.lines == 0: none): after its top-k, each routing warp asks
-// L2 for the picked local experts' first w13 columns, a TMA box per lane (sm_90+).
 #pragma once
 #include "common/pdl.cuh"
-#include "common/route_prefetch.cuh"
 #include "quant_fp8_group.cuh"
 
 namespace moetune {
@@ -385,8 +382,7 @@ __global__ void __launch_bounds__(WARPS * 32)
     moe_routing(const float* __restrict__ router_logits, const float* __restrict__ correction_bias,
                 int* __restrict__ topk_ids, float* __restrict__ topk_weights, long long M,
                 float routed_scaling_factor, const void* __restrict__ x,
-                unsigned char* __restrict__ q, float* __restrict__ q_scale, int cols,
-                const __grid_constant__ RoutePrefetch pf) {
+                unsigned char* __restrict__ q, float* __restrict__ q_scale, int cols) {
   __shared__ float s_choice[N_GROUP > 1 ? WARPS : 1][N_GROUP > 1 ? E_GLOBAL : 1];
 
   // PDL (common/pdl.cuh): router_logits may come from the kernel before, and the last
@@ -419,25 +415,6 @@ __global__ void __launch_bounds__(WARPS * 32)
       topk_weights[t * TOPK + k] = w[k];
     }
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (pf.lines == 0) return;
-  // A box per lane, in route_prefetch_box's order (every row's first column first). Every lane
-  // holds the ids (route_token).
-  const int per_pick = route_prefetch_boxes_per_expert(pf);
-  const unsigned long long map = reinterpret_cast<unsigned long long>(&pf.map);
-#pragma unroll
-  for (int k = 0; k < TOPK; ++k) {
-    const int e = ids[k] - pf.expert_start;
-    if (static_cast<unsigned>(e) >= static_cast<unsigned>(pf.local_experts)) continue;  // EP
-    for (int i = lane; i < per_pick; i += 32) {
-      int col, row;
-      route_prefetch_box(pf, e, i, col, row);
-      asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(map),
-                   "r"(col), "r"(row)
-                   : "memory");
-    }
-  }
-#endif
 }
 
 }  // namespace moetune

@@ -113,14 +113,6 @@ struct FusedMoeOptions {
   // elsewhere); true: wherever it applies (`--align-in-gemm1`); false: never
   // (`--no-align-in-gemm1`).
   std::optional<bool> alignment_in_gemm1;
-  // The routing launch asks L2 for the first `routing_prefetch_lines` 128-byte columns of every
-  // w13 row of each expert it picks (and of each of GEMM1's SPLIT_K splits), so that GEMM1's
-  // first K-tiles come from L2: from the routing to GEMM1's first copy the layer reads almost
-  // nothing from DRAM (kernels/common/route_prefetch.cuh; the TMA's tensor prefetch, sm_90+,
-  // ignored elsewhere). Outputs do not change. Not for the decode kernels (M <= 4 where they
-  // run), routing fused with the alignment (M <= 5) or the persistent kernel. 0 (the default):
-  // none. Being measured; `--route-prefetch N`.
-  int routing_prefetch_lines = 0;
 };
 
 // Device pointers of the layer's weights (see the layout comment above).

@@ -108,7 +108,6 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
                              {"alignment_in_gemm1",
                               fo.alignment_in_gemm1 ? nlohmann::ordered_json(*fo.alignment_in_gemm1)
                                                     : nlohmann::ordered_json("default")},
-                             {"routing_prefetch_lines", fo.routing_prefetch_lines},
                              {"decode_kernels_max_M",
                               fo.decode_kernels && decode_kernels_apply(t.shape, 1)
                                   ? moe::decode_max_tokens(t.shape)
@@ -131,12 +130,9 @@ int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
-  fmt::print("{} on {} ({}, {}{}{})\n", shape_title(t.shape), t.gpu.name,
+  fmt::print("{} on {} ({}, {}{})\n", shape_title(t.shape), t.gpu.name,
              opts.hot ? "hot: cache-resident" : "cold: rotating routing sets",
-             pdl ? "PDL" : "no PDL", topk_in_gemm2 ? ", top-k sum in GEMM2" : "",
-             fo.routing_prefetch_lines > 0
-                 ? fmt::format(", routing prefetch {} lines", fo.routing_prefetch_lines)
-                 : std::string());
+             pdl ? "PDL" : "no PDL", topk_in_gemm2 ? ", top-k sum in GEMM2" : "");
   print_rows(a.label, rows_a);
   if (fo.decode_kernels &&
       std::any_of(rows_a.begin(), rows_a.end(),

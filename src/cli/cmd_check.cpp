@@ -22,8 +22,6 @@ struct CheckCliOptions {
   const CLI::Option* seed_opt = nullptr;
   bool layer_only = false, verbose = false, deterministic = false, align_in_gemm1 = false,
        no_align_in_gemm1 = false;
-  std::string route_prefetch;
-  const CLI::Option* route_prefetch_opt = nullptr;
 };
 
 std::vector<std::string> split_list(const std::string& field, const std::string& text) {
@@ -72,8 +70,6 @@ int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
   opts.stages = !o.layer_only;
   opts.topk_sum_in_gemm2 = !o.deterministic;
   if (o.align_in_gemm1 || o.no_align_in_gemm1) opts.alignment_in_gemm1 = o.align_in_gemm1;
-  if (given(o.route_prefetch_opt))
-    opts.routing_prefetch_lines = parse_positive_int("route-prefetch", o.route_prefetch);
 
   const bool own_model = g.given("model") || g.given("experts") || g.given("topk") ||
                          g.given("intermediate") || g.given("hidden");
@@ -164,7 +160,6 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
   sub->add_flag("--no-align-in-gemm1", o->no_align_in_gemm1,
                 "check layers with the align launch at every size")
       ->excludes(on);
-  o->route_prefetch_opt = add_route_prefetch_option(*sub, o->route_prefetch);
   return {{sub, [&g, o] { return run_check_command(g, *o); }}};
 }
 

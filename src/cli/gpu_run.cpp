@@ -78,7 +78,6 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
   sub.add_flag("--no-align-in-gemm1", o.no_align_in_gemm1,
                "always launch the alignment (default: see --align-in-gemm1)")
       ->excludes(on);
-  o.route_prefetch_opt = add_route_prefetch_option(sub, o.route_prefetch);
 }
 
 FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
@@ -88,8 +87,6 @@ FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
   f.persistent_gemms = o.persistent;
   f.topk_sum_in_gemm2 = !o.deterministic;
   if (o.align_in_gemm1 || o.no_align_in_gemm1) f.alignment_in_gemm1 = o.align_in_gemm1;
-  if (given(o.route_prefetch_opt))
-    f.routing_prefetch_lines = parse_positive_int("route-prefetch", o.route_prefetch);
   return f;
 }
 

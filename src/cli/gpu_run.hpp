@@ -37,8 +37,6 @@ struct MeasureCliOptions {
   bool align_in_gemm1 = false;  // --align-in-gemm1: GEMM1 derives the alignment (decode sizes)
   bool no_align_in_gemm1 = false;  // --no-align-in-gemm1: never (default: the GPU's rule)
   bool deterministic = false;  // --deterministic: the separate top-k sum (bit-reproducible)
-  std::string route_prefetch;  // --route-prefetch N: FusedMoeOptions::routing_prefetch_lines
-  const CLI::Option* route_prefetch_opt = nullptr;
 };
 void add_measure_options(CLI::App& sub, MeasureCliOptions& o);
 // BenchOptions from the flags (no GPU work).

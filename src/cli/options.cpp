@@ -65,15 +65,6 @@ int parse_positive_int(const std::string& field, const std::string& text) {
   return v;
 }
 
-CLI::Option* add_route_prefetch_option(CLI::App& sub, std::string& text) {
-  return sub
-      .add_option("--route-prefetch", text,
-                  "the routing asks L2 for the first N 128-byte lines of each w13 row of the "
-                  "experts it picks, so GEMM1's first K-tiles come from L2 (stage path, M >= 6; "
-                  "default: none)")
-      ->type_name("N");
-}
-
 std::string parse_dtype_option(const std::string& text) {
   // Case-insensitive like the dtype names themselves (and the model loader's "auto").
   std::string lower = text;

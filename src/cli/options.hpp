@@ -45,9 +45,6 @@ void add_global_options(CLI::App& app, GlobalOptions& g);
 
 // A positive decimal integer, whole text; else InputError(field, text, ...).
 int parse_positive_int(const std::string& field, const std::string& text);
-// bench, profile and check's --route-prefetch N (FusedMoeOptions::routing_prefetch_lines; parse
-// the text with parse_positive_int("route-prefetch", ...)).
-CLI::Option* add_route_prefetch_option(CLI::App& sub, std::string& text);
 // Every command's --batch: tune::parse_batch_list (moetune/tuner.hpp).
 // "--dtype" value: auto or a dtype spelling, in any case; returns the canonical spelling
 // ("auto", "bf16", "fp16", "fp8_w8a8").

@@ -26,7 +26,7 @@ namespace moetune::cuda {
   X(cuStreamBeginCapture) X(cuStreamEndCapture)                                                  \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)                      \
   X(cuEventElapsedTime) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy)             \
-  X(cuGraphDestroy) X(cuTensorMapEncodeTiled)
+  X(cuGraphDestroy)
 // clang-format on
 
 // The resolved function table. A member is null when this driver lacks the symbol; calling it

@@ -299,7 +299,6 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         fo.arch = arch;
         fo.topk_sum_in_gemm2 = opts.topk_sum_in_gemm2;
         fo.alignment_in_gemm1 = opts.alignment_in_gemm1;
-        fo.routing_prefetch_lines = opts.routing_prefetch_lines;
         std::unique_ptr<FusedMoe> fm;
         try {
           fm = std::make_unique<FusedMoe>(s, gpu, ConfigTable{{Mi, up}}, ConfigTable{{Mi, down}},

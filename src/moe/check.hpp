@@ -53,8 +53,6 @@ struct CheckOptions {
   // FusedMoeOptions::alignment_in_gemm1 of the layers checked (unset: the GPU's default;
   // `check --align-in-gemm1`: true; `--no-align-in-gemm1`: false).
   std::optional<bool> alignment_in_gemm1;
-  // FusedMoeOptions::routing_prefetch_lines of the layers checked (`check --route-prefetch N`).
-  int routing_prefetch_lines = 0;
 };
 
 struct CheckResult {

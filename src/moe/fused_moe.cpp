@@ -546,20 +546,9 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
                                 stream, pdl, za, na, zb, nb, quant);
         return;
       }
-      // The TMA's tensor prefetch: sm_90+, as PDL. The stage GEMM1's ring copies each row's
-      // first K-tiles first (the persistent kernel's units go in another order: none there).
-      const bool prefetch_on =
-          impl_->opts.routing_prefetch_lines > 0 && !L.persistent && arch_supports_pdl(arch);
-      const RoutePrefetch prefetch =
-          prefetch_on ? moe::route_prefetch_encode(
-                            moe::route_prefetch_plan(s, rank, impl_->opts.routing_prefetch_lines,
-                                                     up_config(M).SPLIT_K),
-                            s, w.w13)
-                      : RoutePrefetch{};
       moe::launch_routing(s, arch, in.router_logits, w.correction_bias,
                           reinterpret_cast<std::int32_t*>(ws + L.topk_ids),
-                          reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl, quant,
-                          prefetch_on ? &prefetch : nullptr);
+                          reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl, quant);
       return;
     }
     case MoeStage::align: {

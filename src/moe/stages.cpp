@@ -5,11 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "cuda/driver.hpp"
 #include "kernels/common/tile_math.cuh"
-#include "moetune/dtype.hpp"
 #include "moetune/error.hpp"
-#include "moetune/fused_moe.hpp"
 
 namespace moetune::moe {
 namespace {
@@ -215,47 +212,9 @@ static std::int64_t routing_quant_blocks(const MoeShape& shape, std::int64_t M, 
   return std::clamp<std::int64_t>((warps + warps_per_block - 1) / warps_per_block, 1, kMaxGrid);
 }
 
-RoutePrefetch route_prefetch_plan(const MoeShape& shape, int rank, int lines, int split_k) {
-  RoutePrefetch p;
-  if (lines <= 0) return p;
-  const std::int64_t row_bytes = static_cast<std::int64_t>(shape.K) * weight_bytes(shape.dtype);
-  const int splits = std::max(split_k, 1);
-  const std::int64_t split_bytes = row_bytes / splits;
-  const std::int64_t split_lines = split_bytes / kRoutePrefetchLineBytes;
-  if (split_lines <= 0) return p;  // rows shorter than a line: nothing worth a prefetch
-  p.rows = 2 * shape.N;
-  p.box_rows = std::min(p.rows, kRoutePrefetchMaxBoxRows);
-  p.splits = splits;
-  p.split_bytes = static_cast<int>(split_bytes);
-  p.lines = static_cast<int>(std::min<std::int64_t>(lines, split_lines));
-  p.expert_start = rank * shape.E;
-  p.local_experts = shape.E;
-  return p;
-}
-
-RoutePrefetch route_prefetch_encode(RoutePrefetch plan, const MoeShape& shape, const void* w13) {
-  if (plan.lines == 0 || w13 == nullptr) {
-    plan.lines = 0;
-    return plan;
-  }
-  static_assert(sizeof(RoutePrefetchMap) == sizeof(CUtensorMap), "CUtensorMap's size");
-  const cuuint64_t row_bytes = static_cast<cuuint64_t>(shape.K) * weight_bytes(shape.dtype);
-  const cuuint64_t dims[2] = {row_bytes, static_cast<cuuint64_t>(plan.local_experts) * plan.rows};
-  const cuuint64_t strides[1] = {row_bytes};
-  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kRoutePrefetchLineBytes),
-                             static_cast<cuuint32_t>(plan.box_rows)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  MOETUNE_CU(cuTensorMapEncodeTiled, reinterpret_cast<CUtensorMap*>(&plan.map),
-             CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(w13), dims, strides, box,
-             elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return plan;
-}
-
 void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
                     const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
-                    std::int64_t M, CUstream stream, bool pdl, const RoutingQuant* quant,
-                    const RoutePrefetch* prefetch) {
+                    std::int64_t M, CUstream stream, bool pdl, const RoutingQuant* quant) {
   if (M <= 0) return;
   if (shape.routing.correction_bias && correction_bias == nullptr)
     throw InputError("correction_bias", "null", "the routing needs a correction bias");
@@ -265,11 +224,8 @@ void launch_routing(const MoeShape& shape, const std::string& arch, const float*
   std::uint8_t* q = quant ? quant->q : nullptr;
   float* qs = quant ? quant->scale : nullptr;
   int cols = shape.K;
-  RoutePrefetch pf = prefetch ? *prefetch : RoutePrefetch{};
-  if (pf.lines > 0 && !arch_supports_pdl(arch))  // the TMA's tensor prefetch: sm_90+, as PDL
-    throw InputError("route prefetch", arch, "the routing's tensor prefetch needs sm_90 or later");
   void* args[] = {&router_logits, &correction_bias, &topk_ids, &topk_weights, &m, &rsf,
-                  &x,             &q,               &qs,       &cols,         &pf};
+                  &x,             &q,               &qs,       &cols};
   const std::int64_t grid = (M + kRoutingWarps - 1) / kRoutingWarps +
                             routing_quant_blocks(shape, M, kRoutingWarps, quant);
   launch(routing_spec(shape, arch, quant != nullptr),

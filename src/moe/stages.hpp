@@ -10,7 +10,6 @@
 #include <cuda.h>
 
 #include "cuda/jit.hpp"
-#include "kernels/common/route_prefetch.cuh"
 #include "moetune/model.hpp"
 
 namespace moetune::moe {
@@ -71,19 +70,10 @@ struct RoutingQuant {
   std::uint8_t* q = nullptr;
   float* scale = nullptr;
 };
-// The routing's L2 prefetch of the picked experts' first w13 columns (kernels/common/
-// route_prefetch.cuh) on EP rank `rank`: `lines` 128-byte columns from the start of each row and
-// of each of GEMM1's split_k splits (at most a split's), in boxes of up to 256 rows. The
-// geometry only (map left zero): route_prefetch_encode fills the map. lines <= 0: none
-// (lines 0). w13 [E, 2N, K] of shape.dtype's element size.
-RoutePrefetch route_prefetch_plan(const MoeShape& shape, int rank, int lines, int split_k);
-// plan's map over w13 (cuTensorMapEncodeTiled; needs the driver). lines 0 or w13 null: plan
-// unchanged with lines 0. CudaError when the driver refuses the map.
-RoutePrefetch route_prefetch_encode(RoutePrefetch plan, const MoeShape& shape, const void* w13);
 void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
                     const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
                     std::int64_t M, CUstream stream, bool pdl = false,
-                    const RoutingQuant* quant = nullptr, const RoutePrefetch* prefetch = nullptr);
+                    const RoutingQuant* quant = nullptr);
 // Alignment outputs sized by max_num_tokens_padded / max_num_m_blocks (reference.hpp).
 void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t* topk_ids,
                   std::int64_t M, int topk, int E, int rank, std::int32_t* sorted_token_ids,
