@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -11,7 +10,6 @@
 #include <future>
 #include <map>
 #include <string>
-#include <thread>
 
 #include "bench/measure.hpp"
 #include "cuda/context.hpp"
