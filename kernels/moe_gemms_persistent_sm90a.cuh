@@ -43,20 +43,6 @@
 namespace moetune {
 namespace persistent_detail {
 
-__device__ __forceinline__ int ld_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// A 4-byte global -> shared copy (through L1: .ca is the only cp.async of 4 bytes); src_bytes 0
-// zero-fills.
-__device__ __forceinline__ void cp_async_4(unsigned dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
-               : "memory");
-}
-
 __device__ __forceinline__ long long globaltimer() {
   long long t;
   asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
@@ -205,13 +191,13 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
           const unsigned sc_dst = ptx::smem_addr(s_sc + st * kSlotScales + ltid);
           if (ltid < kBlockM) {
             const int srow = s_slot[lb * kBlockM + ltid];
-            persistent_detail::cp_async_4(
+            ptx::cp_async_4(
                 sc_dst, srow >= 0 ? a_scale + (long long)(srow / TOPK) * KU1 + k : a_scale,
                 srow >= 0 ? 4 : 0);
           } else if (ltid < kBlockM + 4) {
             const int q = ltid - kBlockM;  // warpgroup q / 2, slice q % 2
             const int row = (q % 2 == 0 ? 0 : N) + j * 128 + (q / 2) * 64;
-            persistent_detail::cp_async_4(
+            ptx::cp_async_4(
                 sc_dst, w13_scale + ((long long)e * (2 * N / kSBN) + row / kSBN) * KU1 + k, 4);
           }
           const int slot = s_slot[lb * kBlockM + row0];
@@ -237,7 +223,7 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
           if (ltid >= kBlockM && ltid < kBlockM + 4) {  // slice q's w2_scale
             const int q = ltid - kBlockM;
             const int row = jj * kUnitRows + (q / 2) * 128 + (q % 2) * 64;
-            persistent_detail::cp_async_4(
+            ptx::cp_async_4(
                 ptx::smem_addr(s_sc + st * kSlotScales + ltid),
                 w2_scale + ((long long)e * (K / kSBN) + row / kSBN) * KU2 + k, 4);
           }
@@ -451,7 +437,7 @@ __global__ void __launch_bounds__(persistent_plan::kThreads, 1)
           // Bounded: a block that never becomes resident (another kernel holding SMs for good)
           // ends in a launch error, not a hang.
           long long spins = 0;
-          while (persistent_detail::ld_acquire(ready + b) < NT1) {
+          while (ptx::ld_acquire_gpu(ready + b) < NT1) {
             __nanosleep(64);
             if (++spins > (1ll << 26)) __trap();
           }

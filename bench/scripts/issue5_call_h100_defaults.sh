@@ -12,7 +12,9 @@
 #   whether the H100's two new rules win there too: --align-in-gemm1 and the fused s4 table (f4 of
 #   bench/tables/fp8_up_fused_band) at M = 8..32, three runs. Prediction: bars as the
 #   twenty-fifth session within the spread; align -0.5..-1% where fused (M = 8, 24..32), f4 at
-#   M = 16 / 20 unknown (s3 there lost +0.3% / +1.9% at M = 16 on the H200).
+#   M = 16 / 20 unknown (s3 there lost +0.3% / +1.9% at M = 16 on the H200). Since the
+#   thirty-third session also --sliced (the sliced GEMM kernel; on the H100 -2.1% at Qwen3.5
+#   M = 8, +1..+3% elsewhere): prediction on the H200 -1..-4% at M = 8, a loss at M >= 16.
 # H200_ONLY=1: on any other GPU stop at once (the H100 half is done: thirty-first session).
 # SKIP_BARS=1: on an H200 only the A/B of the two H100 rules (about 2 minutes with AB_RUNS=1).
 # AB_RUNS (default 3): interleaved runs of each A/B side, fewer when device time is short.
@@ -20,7 +22,7 @@
 set -u
 mkdir -p "$OUT"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
-echo "gpu: $gpu"; cat .devbin/commit.txt .devbin/prev/commit.txt
+echo "gpu: $gpu"; cat .devbin/commit.txt; cat .devbin/prev/commit.txt 2>/dev/null
 T=bench/tables/fp8_up_fused_band
 M2="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
 export MOETUNE_CACHE_DIR=/tmp/moetune-cache
@@ -37,8 +39,8 @@ if [[ "$gpu" == *H200* ]]; then
     --batch 8,16,20,24,32 --configs 1 >"$OUT/check_align.txt" 2>&1
   echo "check align rc=$?: $(tail -n 1 "$OUT/check_align.txt")"
   OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=${AB_RUNS:-3} BENCH_BATCH=8,16,20,24,32 BENCH_MODELS="$M2" \
-    SIDES="new!measured-ceilings new!align-in-gemm1!measured-ceilings new!measured-ceilings+$T/f4.json new!align-in-gemm1!measured-ceilings+$T/f4.json" \
-    timeout -k 5 240 bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
+    SIDES="new!measured-ceilings new!align-in-gemm1!measured-ceilings new!measured-ceilings+$T/f4.json new!align-in-gemm1!measured-ceilings+$T/f4.json new!sliced!measured-ceilings" \
+    timeout -k 5 300 bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
   echo "stage_ab: exit $?"
 else
   for t in gpu_test_moe_align_in_gemm1 gpu_test_moe_pdl; do

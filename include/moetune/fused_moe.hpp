@@ -91,6 +91,14 @@ struct FusedMoeOptions {
   // than the two stage GEMMs at every size measured (Qwen3.5 fp8 TP4 M = 8: layer 54.0 against
   // 45.4 µs; bench/results/2026-12-02_h200_twentyfirst_session.md). `--persistent` turns it on.
   bool persistent_gemms = false;
+  // The sliced GEMM kernel (kernels/moe_gemms_sliced_sm90a.cuh): block fp8 on sm_90a at
+  // M <= 64 (moe::sliced_applies), a block per (m-block, 128 columns of the intermediate) runs
+  // GEMM1, SiLU·up and its quantization, and GEMM2's share over those columns, adding into out:
+  // one launch for both GEMMs and the top-k sum, with GEMM2's weights streaming while GEMM1's
+  // epilogue runs and no grid that must be resident at once. The gemm1 stage then runs it, the
+  // act, gemm2 and reduce stages enqueue nothing, and the alignment has its own launch (it
+  // resets the kernel's counters). Off by default while it is measured; `--sliced` turns it on.
+  bool sliced_gemms = false;
   // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+): GEMM1's blocks zero
   // `out`, GEMM2 adds each slot's row (times its routed weight, rounded to the output dtype) into
   // its token's row of out with bf16/fp16 atomics (red.global.add), and MoeStage::reduce
@@ -176,6 +184,8 @@ struct MoeWorkspaceLayout {
   bool persistent = false;               // the gemm1 stage runs the persistent GEMM kernel
   std::size_t persistent_ws = 0;         // its counters and partials (sized for min(M, 32);
   std::size_t persistent_ws_bytes = 0;   // 0 bytes where it never runs)
+  bool sliced = false;                   // the gemm1 stage runs the sliced GEMM kernel
+  std::size_t sliced_ws = 0;             // its counters (0 bytes where it never runs)
   std::size_t total = 0;                 // bytes needed
 };
 
@@ -234,6 +244,9 @@ class FusedMoe {
   // Whether the gemm1 stage runs the persistent GEMM kernel for M tokens (options.persistent_gemms,
   // the GPU's SMs and shared memory, and moe::persistent_applies at M with M's up config).
   bool uses_persistent_gemms(std::int64_t M) const;
+  // Whether the gemm1 stage runs the sliced GEMM kernel for M tokens (options.sliced_gemms, the
+  // GPU's shared memory, moe::sliced_applies at M with M's up config, not the persistent one).
+  bool uses_sliced_gemms(std::int64_t M) const;
   // Whether the stage path folds the top-k sum into GEMM2 for M tokens
   // (options.topk_sum_in_gemm2, gemm2_sums_topk_applies, not the persistent kernel). A 16-bit
   // call whose out overlaps hidden keeps the separate sum all the same (see `out` above).

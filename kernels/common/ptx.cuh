@@ -1,5 +1,6 @@
-// Inline-PTX wrappers of the mma.sync path: cp.async (16-byte, zero-fill), ldmatrix, the tensor
-// core MMAs (bf16/fp16 m16n8k16, e4m3 m16n8k32 from sm_89) and shared-memory address conversion.
+// Inline-PTX wrappers of the mma.sync path: cp.async (16- and 4-byte, zero-fill), an acquire load,
+// ldmatrix, the tensor core MMAs (bf16/fp16 m16n8k16, e4m3 m16n8k32 from sm_89) and shared-memory
+// address conversion.
 // Device code only; included by the kernels under NVRTC.
 #pragma once
 
@@ -17,6 +18,20 @@ __device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int s
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_bytes)
                : "memory");
+}
+// A 4-byte global -> shared copy (through L1: .ca is the only cp.async of 4 bytes); src_bytes 0
+// zero-fills. The GEMM kernels' per-slot scales ride with their ring slot this way.
+__device__ __forceinline__ void cp_async_4(unsigned dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+}
+// A load with acquire semantics at GPU scope: a flag another block released (its stores, a
+// __threadfence, then the flag's atomic) before the data it guards is read.
+__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");

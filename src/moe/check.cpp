@@ -18,6 +18,7 @@
 #include "gemm/gemm.hpp"
 #include "moe/decode.hpp"
 #include "moe/persistent.hpp"
+#include "moe/sliced.hpp"
 #include "moe/parallel.hpp"
 #include "moe/reference.hpp"
 #include "moe/stages.hpp"
@@ -299,6 +300,7 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         fo.arch = arch;
         fo.topk_sum_in_gemm2 = opts.topk_sum_in_gemm2;
         fo.alignment_in_gemm1 = opts.alignment_in_gemm1;
+        fo.sliced_gemms = opts.sliced_gemms;
         std::unique_ptr<FusedMoe> fm;
         try {
           fm = std::make_unique<FusedMoe>(s, gpu, ConfigTable{{Mi, up}}, ConfigTable{{Mi, down}},
@@ -475,8 +477,11 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           // --- gemm1 / act / gemm2 / reduce on the GPU's own inputs, for stage_rows tokens.
           // bf16/fp16: GEMM1 wrote SiLU(gate)·up itself (no [slots, 2N] intermediate): the
           // fused stage is checked against silu_mul of the fp64 GEMM1 reference.
-          // The persistent GEMM kernel always fuses (SiLU·up quantized in its GEMM1 epilogue).
-          const bool fused_act = L.gemm1_fused_act || L.persistent;
+          // The persistent GEMM kernel always fuses (SiLU·up quantized in its GEMM1 epilogue), and
+          // so does the sliced one, which keeps the quantized activation in shared memory: its
+          // GEMM2 is checked on the reference's quantization of the fp64 SiLU·up instead.
+          const bool sliced = L.sliced;
+          const bool fused_act = L.gemm1_fused_act || L.persistent || sliced;
           if (!fused_act) g.h = download<std::uint16_t>(ws, L.h, std::size_t(slots) * 2 * s.N);
           // Block fp8: one kernel quantized SiLU·up from h (no 16-bit activation in memory);
           // act_quant is then checked against the quantization of the rounded fp64 SiLU·up.
@@ -486,7 +491,7 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           // together, out against the fp64 sum of the fp64 GEMM2 reference.
           const bool sums_topk = L.gemm2_sums_topk;
           if (!sums_topk) g.y = download<std::uint16_t>(ws, L.y, std::size_t(slots) * s.K);
-          if (is_fp8(s)) {
+          if (is_fp8(s) && !sliced) {
             g.act_q = download<std::uint8_t>(ws, L.act_q, std::size_t(slots) * s.N);
             g.act_scale =
                 download<float>(ws, L.act_scale, bk > 0 ? std::size_t(slots) * (s.N / bk) : 1);
@@ -549,6 +554,10 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
                     for (int n = 0; n < s.N; ++n) rq[n] = round_e4m3(fp32_quotient(a_in[n], sc)) * sc;
                   }
                   for (int n = 0; n < s.N; ++n) {
+                    if (sliced) {  // not in memory: GEMM2's reference takes the reference's
+                      a_in[n] = rq[n];
+                      continue;
+                    }
                     o.aq_ref.push_back(rq[n]);
                     o.aq_got.push_back(a_in[n] = deq(g.act_q, g.act_scale, sl, s.N, n, bk));
                   }
@@ -609,7 +618,9 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           }
           // Block fp8 fused: GEMM1 wrote the quantized activation itself (nothing 16-bit in
           // memory): the check of GEMM1 and the activation together.
-          if (is_fp8(s) && fused_act)
+          if (is_fp8(s) && sliced) {
+            // Nothing between GEMM1 and the output is in memory: checked as one below.
+          } else if (is_fp8(s) && fused_act)
             emit("gemm1+act+quant", rel_error(aq_got, aq_ref), 1e-2, nr,
                  "SiLU(gate)*up and its fp8 quantization in GEMM1's epilogue, against the "
                  "quantized fp64 SiLU(gate)*up of the fp64 GEMM1 reference");
@@ -621,7 +632,11 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           // 1e-2 in every dtype, as the reduce stage's: against a reference from the GPU's own
           // activation and dequantized weights, only roundings remain (~4e-3 measured), and a
           // lost or doubled slot row must not hide under fp8's 5e-2.
-          if (sums_topk) {
+          if (sliced) {
+            emit("gemm1+act+gemm2+reduce", rel_error(o_got, o_ref), 1e-2, nr,
+                 "the sliced GEMM kernel's output, against the fp64 GEMM1, SiLU(gate)*up, its "
+                 "fp8 quantization, GEMM2 and top-k sum from the GPU's quantized input");
+          } else if (sums_topk) {
             emit("gemm2+reduce", rel_error(o_got, o_ref), 1e-2, nr,
                  "GEMM2 added each slot's row into the output (atomics), against the fp64 sum "
                  "of the fp64 GEMM2 reference on the GPU's activation");
@@ -731,6 +746,7 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
     for (const CheckShape& cs : shapes) {
       const MoeShape f8 = with_dtype_variant(cs.shape, "fp8_block");
       if (persistent_unfit(f8).empty()) specs.push_back(persistent_spec(f8, arch, 4));
+      if (sliced_unfit(f8).empty()) specs.push_back(sliced_spec(f8, arch, kSlicedStages));
     }
   {  // and from precomputed ids, once
     const MoeShape& d = shapes[0].shape;

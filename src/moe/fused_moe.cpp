@@ -15,6 +15,7 @@
 #include "kernels/common/tile_math.cuh"
 #include "moe/decode.hpp"
 #include "moe/persistent.hpp"
+#include "moe/sliced.hpp"
 #include "moe/reference.hpp"
 #include "moe/stages.hpp"
 #include "moetune/error.hpp"
@@ -154,6 +155,8 @@ struct FusedMoe::Impl {
   // is sized for (the GpuSpec's SMs); launches take at most the device's SMs (launch_grid).
   int persistent_stages = 0;
   int persistent_grid = 0;
+  // The sliced GEMM kernel's ring slots (0: it never runs here).
+  int sliced_stages = 0;
   int launch_grid() const;
   std::vector<std::shared_ptr<cuda::LoadedKernel>> loaded;  // kept alive after prepare()
 
@@ -221,6 +224,8 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
     impl_->persistent_stages = moe::persistent_stages(shape, gpu.smem_per_block_bytes);
     impl_->persistent_grid = impl_->persistent_stages > 0 ? gpu.sm_count : 0;
   }
+  if (opts.sliced_gemms && impl_->arch == "sm_90a" && moe::sliced_unfit(shape).empty())
+    impl_->sliced_stages = moe::sliced_stages(gpu.smem_per_block_bytes);
   impl_->opts = std::move(opts);
 }
 
@@ -362,6 +367,10 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
     L.persistent_ws = take(L.persistent_ws_bytes);
     L.persistent = uses_persistent_gemms(M);
   }
+  if (impl_->sliced_stages > 0) {  // at every M, so that offsets grow with M only
+    L.sliced_ws = take(static_cast<std::size_t>(moe::sliced_counter_ints()) * 4);
+    L.sliced = uses_sliced_gemms(M);
+  }
   L.gemm2_sums_topk = gemm2_sums_topk(M);
   L.gemm1_aligns = gemm1_aligns(M);
   L.total = off;
@@ -443,6 +452,13 @@ void FusedMoe::prepare(std::int64_t max_M) {
         break;
       }
 
+  if (impl_->sliced_stages > 0)
+    for (std::int64_t M = 1; M <= std::min(max_M, moe::kSlicedMaxTokens); ++M)
+      if (uses_sliced_gemms(M)) {
+        specs.push_back(moe::sliced_spec(s, arch, impl_->sliced_stages));
+        break;
+      }
+
   auto& jit = cuda::Jit::instance();
   const auto compiled = jit.compile_many(specs);
   for (const auto& c : compiled)
@@ -515,6 +531,10 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
   // The split-K counters of this M's GEMMs: the layout moves with M, so another M's call
   // may have left data there.
   auto counters = [&](bool up) -> std::pair<std::int32_t*, int> {
+    if (L.sliced) {  // the sliced kernel's tickets (GEMM2 has no launch)
+      if (!up) return {nullptr, 0};
+      return {reinterpret_cast<std::int32_t*>(ws + L.sliced_ws), moe::sliced_counter_ints()};
+    }
     if (L.persistent) {  // the persistent kernel's tickets and ready words (GEMM2's: none)
       if (!up) return {nullptr, 0};
       return {reinterpret_cast<std::int32_t*>(ws + L.persistent_ws),
@@ -594,6 +614,29 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
                                pdl);
         return;
       }
+      if (L.sliced) {  // both GEMMs, the activation and the top-k sum in one launch
+        require_weights(s, w, false);
+        // The GEMM phase alone (no out): the adds go to y, which is larger than [M, K].
+        if (out == nullptr && !gemm_phase)
+          throw InputError("out", "null", "the sliced GEMM kernel adds the layer's output into it");
+        moe::SlicedArgs a;
+        a.M = M;
+        a.max_m_blocks = L.max_num_m_blocks;
+        a.a_q = reinterpret_cast<const std::uint8_t*>(ws + L.a_q);
+        a.a_scale = reinterpret_cast<const float*>(ws + L.a_scale);
+        a.w13 = w.w13;
+        a.w13_scale = w.w13_scale;
+        a.w2 = w.w2;
+        a.w2_scale = w.w2_scale;
+        a.out = gemm_phase ? static_cast<void*>(ws + L.y) : out;
+        a.topk_weights = p.topk_weights;
+        a.sorted_token_ids = sorted;
+        a.expert_ids = expert_ids;
+        a.num_tokens_post_padded = ntpp;
+        a.counters = reinterpret_cast<std::int32_t*>(ws + L.sliced_ws);
+        moe::launch_sliced(s, arch, impl_->sliced_stages, a, stream, pdl);
+        return;
+      }
       // Fused: SiLU(gate)·up in the epilogue, straight into the activation buffer (block fp8:
       // its quantization and scales, GEMM2's input).
       const gemm::GemmStage st =
@@ -623,7 +666,7 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
       return;
     }
     case MoeStage::act:
-      if (L.gemm1_fused_act || L.persistent) return;  // GEMM1's epilogue wrote it
+      if (L.gemm1_fused_act || L.persistent || L.sliced) return;  // GEMM1's epilogue wrote it
       if (block_fp8(s)) {  // one kernel: SiLU(gate)·up and its per-token group quantization
         moe::launch_silu_mul_quant(s, arch, ws + L.h, reinterpret_cast<std::uint8_t*>(ws + L.act_q),
                                    reinterpret_cast<float*>(ws + L.act_scale), p.topk_ids, M, rank,
@@ -639,7 +682,7 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
       return;
     case MoeStage::gemm2: {
       require_weights(s, w, false);
-      if (L.persistent) return;  // the gemm1 stage's persistent kernel ran GEMM2 too
+      if (L.persistent || L.sliced) return;  // the gemm1 stage's kernel ran GEMM2 too
       gemm::GemmArgs a = gemm_args(sums_topk ? gemm::GemmStage::down_sum : gemm::GemmStage::down);
       a.a = fp8(s) ? static_cast<const void*>(ws + L.act_q) : ws + L.act;
       a.a_scale = fp8(s) ? reinterpret_cast<const float*>(ws + L.act_scale) : nullptr;
@@ -651,7 +694,7 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
       return;
     }
     case MoeStage::reduce:
-      if (sums_topk) return;  // GEMM2 added the top-k rows into out
+      if (sums_topk || L.sliced) return;  // GEMM2 added the top-k rows into out
       if (out == nullptr) throw InputError("out", "null", "the output is needed");
       moe::launch_topk_reduce(s, arch, ws + L.y, out, p.topk_ids, M, rank, stream, pdl);
       return;
@@ -664,6 +707,13 @@ bool FusedMoe::uses_persistent_gemms(std::int64_t M) const {
                                  impl_->persistent_grid, impl_->gpu.smem_per_block_bytes);
 }
 
+bool FusedMoe::uses_sliced_gemms(std::int64_t M) const {
+  return impl_->sliced_stages > 0 &&
+         moe::sliced_applies(impl_->shape, M, impl_->arch, up_config(M).BLOCK_SIZE_M,
+                             impl_->sliced_stages) &&
+         !uses_persistent_gemms(M);
+}
+
 bool FusedMoe::gemm2_sums_topk(std::int64_t M) const {
   return impl_->opts.topk_sum_in_gemm2 && gemm2_sums_topk_applies(M, impl_->arch) &&
          !uses_persistent_gemms(M);
@@ -673,6 +723,7 @@ bool FusedMoe::gemm1_aligns(std::int64_t M) const {
   const MoeShape& s = impl_->shape;
   const std::optional<bool>& asked = impl_->opts.alignment_in_gemm1;
   if (asked == false || M < 1 || moe::route_align_fits(s, M) || uses_persistent_gemms(M) ||
+      uses_sliced_gemms(M) ||
       down_config(M).SPLIT_K != 1)
     return false;
   const KernelConfig& up = up_config(M);

@@ -29,13 +29,15 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       // The persistent GEMM kernel runs GEMM1, the activation and GEMM2 in the gemm1 stage:
       // their costs together are its floor.
       const bool persistent = moe.uses_persistent_gemms(M);
+      // So does the sliced one, with the top-k sum (sums below) as well.
+      const bool sliced = moe.uses_sliced_gemms(M);
       // GEMM2 with the top-k sum folded in: the reduce stage's cost is in gemm2's.
       const bool sums = moe.gemm2_sums_topk(M);
       row.sums_topk = sums;
       row.gemm1_aligns = moe.gemm1_aligns(M);
-      const bool fused_act = persistent || gemm1_fuses_act(s, M, row.up);
+      const bool fused_act = persistent || sliced || gemm1_fuses_act(s, M, row.up);
       StageCost c = stage_cost(s, st, M, true, fused_act);
-      if (persistent && st == MoeStage::gemm1) {
+      if ((persistent || sliced) && st == MoeStage::gemm1) {
         const StageCost c2 = stage_cost(s, MoeStage::gemm2, M, true, fused_act);
         c.bytes += c2.bytes;
         c.flops += c2.flops;
@@ -59,13 +61,17 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       t.runs = !(st == MoeStage::quant && (s.dtype != Dtype::fp8_w8a8 || fused_quant)) &&
                !(st == MoeStage::act && fused_act) &&
                !(st == MoeStage::align && (fused_align || gemm1_aligns)) &&
-               !(st == MoeStage::gemm2 && persistent) && !(st == MoeStage::reduce && sums);
+               !(st == MoeStage::gemm2 && (persistent || sliced)) &&
+               !(st == MoeStage::reduce && sums);
       if (persistent && st == MoeStage::gemm1)
         t.note = "includes act and gemm2: the persistent GEMM kernel";
       else if (fused_act && st == MoeStage::gemm1)
         t.note = "includes act: SiLU(gate)*up runs in GEMM1's epilogue";
       if (persistent && st == MoeStage::gemm2) t.note = "in gemm1 (the persistent GEMM kernel)";
-      if (sums && st == MoeStage::gemm2)
+      if (sliced && st == MoeStage::gemm1)
+        t.note = "includes act, gemm2 and reduce: the sliced GEMM kernel";
+      if (sliced && st == MoeStage::gemm2) t.note = "in gemm1 (the sliced GEMM kernel)";
+      if (sums && st == MoeStage::gemm2 && !sliced)
         t.note = "includes reduce: GEMM2 adds each slot's row into out (atomics)";
       if (sums && st == MoeStage::reduce) t.note = "fused into gemm2";
       if (sums && st == MoeStage::gemm1) t.note += std::string(t.note.empty() ? "" : "; ") + "zeroes out";

@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -46,7 +47,7 @@ __device__ __forceinline__ void bar_expect(unsigned a, unsigned bytes) {
 }
 
 // Block = 128 producer threads (tid >= 128) + 128 consumer threads, as the library's kernel.
-template <int MODE, int STAGES>
+template <int MODE, int STAGES, int KSPLIT = 1>
 __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ set,
                                             const __grid_constant__ CUtensorMap tmap,
                                             long long set_row0, Experts ex, unsigned* sink) {
@@ -55,8 +56,12 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
       (reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
   __shared__ __align__(8) unsigned long long bars[2 * STAGES];
   const int tid = threadIdx.x;
-  const int expert = ex.id[blockIdx.x / 2];
-  const int row0 = (blockIdx.x % 2) * kTileRows;
+  // KSPLIT > 1: the block streams tiles [split * kKTiles / KSPLIT, ...) of its rows (a cluster
+  // pair splitting GEMM1's reduction, as a sliced kernel could).
+  const int expert = ex.id[blockIdx.x / (2 * KSPLIT)];
+  const int row0 = ((blockIdx.x / KSPLIT) % 2) * kTileRows;
+  const int kt0 = (blockIdx.x % KSPLIT) * (kKTiles / KSPLIT);
+  constexpr int kTiles = kKTiles / KSPLIT;
   if (tid == 0)
     for (int s = 0; s < STAGES; ++s) {
       moetune::mbar::init(smem_addr(&bars[s]), MODE == kCpAsync || MODE == kContiguous ? 128 : 1);
@@ -67,9 +72,10 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
   const unsigned char* w = set + ((long long)expert * kRows + row0) * kK;
   if (tid >= 128) {  // producer
     const int p = tid - 128;
-    for (int i = 0; i < kKTiles; ++i) {
+    for (int i = 0; i < kTiles; ++i) {
       const int st = i % STAGES;
       const unsigned full = smem_addr(&bars[st]);
+      const int ti = kt0 + i;  // the K-tile copied
       if (i >= STAGES) moetune::mbar::wait(smem_addr(&bars[STAGES + st]), ((i / STAGES) - 1) & 1);
       const unsigned dst = smem_addr(smem + st * kTileBytes);
       if constexpr (MODE == kCpAsync || MODE == kContiguous) {
@@ -77,8 +83,8 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
         for (int j = 0; j < 16; ++j) {
           const int idx = p + j * 128, r = idx / 8, c = idx % 8;
           const unsigned char* src =
-              MODE == kCpAsync ? w + (long long)r * kK + i * kTileK + c * 16
-                               : w + (long long)i * kTileBytes + idx * 16;
+              MODE == kCpAsync ? w + (long long)r * kK + ti * kTileK + c * 16
+                               : w + (long long)ti * kTileBytes + idx * 16;
           asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + r * 128 +
                                                                          ((c ^ (r & 7)) * 16)),
                        "l"(src)
@@ -116,7 +122,7 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
   }
   // consumer: take each tile, touch one byte per thread (as a wgmma would read it), free the slot
   unsigned acc = 0;
-  for (int i = 0; i < kKTiles; ++i) {
+  for (int i = 0; i < (MODE == kCpAsync || MODE == kContiguous ? kTiles : kKTiles); ++i) {
     const int st = i % STAGES;
     moetune::mbar::wait(smem_addr(&bars[st]), (i / STAGES) & 1);
     acc += smem[st * kTileBytes + tid * 128 + (i & 127)];
@@ -137,7 +143,7 @@ using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, voi
                               const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
                               CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-template <int MODE, int STAGES>
+template <int MODE, int STAGES, int KSPLIT = 1>
 void run(const char* name, unsigned char* all_sets, const CUtensorMap& tmap, int experts,
          cudaStream_t s, unsigned* sink) {
   constexpr int R = 32;
@@ -151,21 +157,22 @@ void run(const char* name, unsigned char* all_sets, const CUtensorMap& tmap, int
     for (int k = 0; k < experts; ++k) x.id[k] = ids[k];
   }
   const int smem = STAGES * kTileBytes + 1024;
-  CK(cudaFuncSetAttribute(ring<MODE, STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  auto kern = ring<MODE, STAGES, KSPLIT>;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int per_sm = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, ring<MODE, STAGES>, 256, smem));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 256, smem));
   cudaGraphExec_t ge = capture_graph(s, [&](cudaStream_t st) {
     for (int i = 0; i < R; ++i) {
       const int set = i % kSets;
-      ring<MODE, STAGES><<<2 * experts, 256, smem, st>>>(all_sets + set * kSetBytes, tmap,
-                                                          (long long)set * kE * kRows, ex[i], sink);
+      kern<<<2 * experts * KSPLIT, 256, smem, st>>>(all_sets + set * kSetBytes, tmap,
+                                                     (long long)set * kE * kRows, ex[i], sink);
     }
   });
   const std::vector<double> us = replay_us(ge, s, R, 15);
   const double med = us[us.size() / 2];
   const double bytes = 2.0 * experts * kTileRows * kK;
-  std::printf("%-8s s%d  %3d blocks (%d/SM)  %7.2f us  [%.2f, %.2f]  %.2f TB/s\n", name, STAGES,
-              2 * experts, per_sm, med, us.front(), us.back(), bytes / med * 1e-6);
+  std::printf("%-8s s%d k%d %3d blocks (%d/SM)  %7.2f us  [%.2f, %.2f]  %.2f TB/s\n", name,
+              STAGES, KSPLIT, 2 * experts * KSPLIT, per_sm, med, us.front(), us.back(), bytes / med * 1e-6);
   CK(cudaGraphExecDestroy(ge));
 }
 }  // namespace
@@ -199,6 +206,22 @@ int main() {
   }
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  // RING_COPY_SPLIT=1: the K-split question only (a sliced kernel's cluster pairs): 57 and 101
+  // experts (M = 8, 16), each block all or half of its rows' K-tiles.
+  if (std::getenv("RING_COPY_SPLIT") != nullptr) {
+    for (int experts : {57, 101}) {
+      run<kCpAsync, 2, 1>("cpasync", all_sets, tmap, experts, s, sink);
+      run<kCpAsync, 3, 1>("cpasync", all_sets, tmap, experts, s, sink);
+      run<kCpAsync, 4, 1>("cpasync", all_sets, tmap, experts, s, sink);
+      run<kCpAsync, 2, 2>("cpasync", all_sets, tmap, experts, s, sink);
+      run<kCpAsync, 3, 2>("cpasync", all_sets, tmap, experts, s, sink);
+      run<kCpAsync, 4, 2>("cpasync", all_sets, tmap, experts, s, sink);
+      run<kContiguous, 3, 1>("cont", all_sets, tmap, experts, s, sink);
+      run<kContiguous, 3, 2>("cont", all_sets, tmap, experts, s, sink);
+    }
+    CK(cudaDeviceSynchronize());
+    return 0;
+  }
   for (int experts : {57, 163}) {
     run<kCpAsync, 2>("cpasync", all_sets, tmap, experts, s, sink);
     run<kCpAsync, 3>("cpasync", all_sets, tmap, experts, s, sink);

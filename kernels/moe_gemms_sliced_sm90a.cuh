@@ -1,0 +1,357 @@
+// moe_gemms_sliced: GEMM1 (w13), SiLU(gate)·up with its per-token quantization, and GEMM2 (w2,
+// times the routed weight, the top-k sum folded in) of a block-fp8 layer in one launch, for
+// decode sizes on sm_90a. A block owns one 128-column slice of the intermediate for one m-block
+// (plan and geometry: common/sliced_plan.cuh). GEMM2's reduction runs over the intermediate, so
+// the block's slice of the activation is all it needs for its share of GEMM2: it multiplies
+// the 128 columns of w2 that meet its slice and adds the partial rows into out. No block waits
+// for another's results, so unlike the persistent kernel the grid need not be resident at once,
+// and GEMM2's weights stream into the ring while GEMM1's epilogue runs: the stage path's GEMM2
+// launch, its grid's fill and drain, and the activation's round trip through memory are gone.
+//
+// - The producer warpgroup copies the block's K / 128 GEMM1 units (the 16 token rows and the
+//   256 w13 rows of a 128-deep K-tile, with their scales) and then its K / 256 GEMM2 units (256
+//   w2 rows x the slice's 128 columns, with their scales) through one mbarrier ring, announcing
+//   each on the slot's `full` barrier when its copies land (cp.async.mbarrier.arrive).
+// - Two consumer warpgroups take each unit (swap-AB wgmma m64n16k32: weights as A, 128 rows per
+//   warpgroup; the token slots as B) and fold GEMM1's partial sums with the block scales, as
+//   moe_gemms_persistent does.
+// - After GEMM1: SiLU(gate)·up rounded to bf16, quantized to e4m3 per token slot (amax / 448,
+//   the stage path's values) into a shared tile that is GEMM2's B operand.
+// - Each GEMM2 unit's 256 output columns, scaled (w2 block scale x activation scale x routed
+//   weight), are staged as bf16 and added into out row slot / topk in 16-byte red.global.add
+//   vectors. The sum over slices and top-k lands in any order (bits vary from run to run, as
+//   the stage path's folded GEMM2).
+// - out is zeroed by the first kZeroBlocks blocks to start (a ticket each, taken on entry); a
+//   block waits for their count before its first add, which by then (after GEMM1) has long
+//   been reached. Every block it waits for holds a ticket, so it is running: no residency
+//   assumption. The last block to finish resets the counters.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include "common/act.cuh"
+#include "common/mbarrier.cuh"
+#include "common/pdl.cuh"
+#include "common/ptx.cuh"
+#include "common/red.cuh"
+#include "common/sliced_plan.cuh"
+#include "common/wgmma.cuh"
+
+namespace moetune {
+namespace sliced_detail {
+
+// The consumers' own barrier (the producer warpgroup never joins it).
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(sliced_plan::kConsumerThreads) : "memory");
+}
+
+}  // namespace sliced_detail
+
+template <int N,              // per-rank expert intermediate size
+          int K,              // hidden size
+          int TOPK,           // experts per token
+          int SCALE_BLOCK_N,  // block_n of the weight scales (block_k is 128)
+          int NUM_STAGES>     // ring slots
+__global__ void __launch_bounds__(sliced_plan::kThreads, 1)
+    moe_gemms_sliced(const unsigned char* __restrict__ a_q,     // [M, K] e4m3
+                     const float* __restrict__ a_scale,         // [M, K/128]
+                     const unsigned char* __restrict__ w13,     // [E, 2N, K] e4m3
+                     const float* __restrict__ w13_scale,       // [E, 2N/bn, K/128]
+                     const unsigned char* __restrict__ w2,      // [E, K, N] e4m3
+                     const float* __restrict__ w2_scale,        // [E, K/bn, N/128]
+                     __nv_bfloat16* __restrict__ out,           // [M, K] (zeroed here, then added)
+                     const float* __restrict__ topk_weights,    // [M*topk]
+                     const int* __restrict__ sorted_token_ids,  // alignment, BLOCK_SIZE_M 16
+                     const int* __restrict__ expert_ids,
+                     const int* __restrict__ num_tokens_post_padded, long long M,
+                     int* __restrict__ counters) {  // sliced_plan::kCounterInts, zero on entry
+  using namespace sliced_plan;
+  using sliced_detail::consumer_sync;
+  constexpr int NS = slices(N);
+  constexpr int KU1 = up_units(K);
+  constexpr int KU2 = N / kUnitK;  // w2_scale's columns
+  constexpr int ND = down_units(K);
+  constexpr int kSBN = SCALE_BLOCK_N;
+  constexpr int S = NUM_STAGES;
+  static_assert(shape_violation(N, K, SCALE_BLOCK_N, 128) == nullptr,
+                "see sliced_plan::shape_violation's reason on the host");
+  static_assert(S >= kMinStages && S <= kMaxStages, "NUM_STAGES must be in 2..6");
+  static_assert(kStageBytes % 1024 == 0 && kATileBytes % 1024 == 0, "1024-byte aligned tiles");
+
+  extern __shared__ __align__(1024) unsigned char smem[];
+  unsigned char* s_act = smem + S * kStageBytes;             // GEMM2's B tile [16][128] e4m3
+  unsigned char* s_out = s_act + kATileBytes;                // 2 x [16][kOutRowBytes] bf16
+  float* s_sc = reinterpret_cast<float*>(s_out + 2 * kBlockM * kOutRowBytes);  // [S][32]
+  float* s_asc = s_sc + S * kSlotScales;                     // [16] activation scales
+  int* s_slot = reinterpret_cast<int*>(s_asc + kBlockM);     // [16]
+  int* s_ticket = s_slot + kBlockM;                          // 4 ints
+  const unsigned bar_base = ptx::smem_addr(s_ticket + 4);
+  auto full_bar = [&](int st) { return bar_base + 8u * st; };
+  auto empty_bar = [&](int st) { return bar_base + 8u * (S + st); };
+  const unsigned smem_base = ptx::smem_addr(smem);
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  int* next_ticket = counters;
+  int* zeroed = counters + 1;
+  int* done = counters + 2;
+
+  // PDL: the alignment tables, a_q and the counters' reset come from the kernels before, and
+  // the kernel before may still read out.
+  pdl_wait();
+  const int b = blockIdx.x / NS, j = blockIdx.x % NS;
+  const long long num_slots = M * TOPK;
+  const int total = __ldg(num_tokens_post_padded);
+  const int e = __ldg(expert_ids + b);
+  if (tid < kBlockM) {
+    const int s = __ldg(sorted_token_ids + (long long)b * kBlockM + tid);
+    s_slot[tid] = (s >= 0 && s < num_slots) ? s : -1;
+  }
+  if (tid == 0) {
+    *s_ticket = atomicAdd(next_ticket, 1);
+#pragma unroll
+    for (int st = 0; st < S; ++st) {
+      mbar::init(full_bar(st), kProducerThreads);    // every producer thread's copies landed
+      mbar::init(empty_bar(st), kConsumerThreads / 32);  // lane 0 of every consumer warp
+    }
+  }
+  __syncthreads();
+  const int ticket = *s_ticket;
+  const int zero_blocks = min(static_cast<int>(gridDim.x), kZeroBlocks);
+  const bool zeroes = ticket < zero_blocks;
+  const bool works = b * kBlockM < total && e >= 0;  // e < 0: another rank's expert (EP)
+  // The last block out resets the counters for the next launch (after every block has taken its
+  // ticket and passed its wait for the zeroing).
+  auto finish = [&] {
+    if (tid != 0) return;
+    __threadfence();
+    if (atomicAdd(done, 1) == static_cast<int>(gridDim.x) - 1) {
+      *next_ticket = 0;
+      *zeroed = 0;
+      *done = 0;
+      __threadfence();
+    }
+  };
+  auto zero_out = [&](int threads) {  // this block's share of out, then its count (release)
+    const long long vecs = M * K * 2 / 16;
+    const long long per = (vecs + zero_blocks - 1) / zero_blocks;
+    const long long lo = ticket * per, hi = min(lo + per, vecs);
+    for (long long v = lo + tid; v < hi; v += threads)
+      reinterpret_cast<uint4*>(out)[v] = make_uint4(0, 0, 0, 0);
+  };
+  if (!works) {
+    if (zeroes) zero_out(kThreads);
+    __syncthreads();
+    if (zeroes && tid == 0) {
+      __threadfence();
+      atomicAdd(zeroed, 1);
+    }
+    finish();
+    return;
+  }
+
+  // ---- producer warpgroup ---------------------------------------------------------------------
+  if (tid >= kConsumerThreads) {
+    // Thread ltid copies chunk ltid % 8 of tile rows ltid / 8 + 16 i (i < 16): a fixed shared
+    // offset per i (the swizzle repeats every 8 rows) and one token row of the A tile.
+    const int ltid = tid - kConsumerThreads;
+    const int row0 = ltid / 8, chunk = ltid % 8;
+    const int dst0 = row0 * kUnitK + (chunk ^ (row0 & 7)) * 16;
+    const int slot = s_slot[row0];
+    const unsigned char* a_row = slot >= 0 ? a_q + (long long)(slot / TOPK) * K + chunk * 16 : a_q;
+    // GEMM1: tile row r = row0 + 16 i of warpgroup i / 8: gate rows for (i % 8) < 4, up rows after.
+    const unsigned char* w13_base = w13 + ((long long)e * 2 * N + j * kUnitK + row0) * K + chunk * 16;
+    // GEMM2: tile row row0 + 16 i is w2 row 256 u + row0 + 16 i, the slice's 128 columns.
+    const unsigned char* w2_base = w2 + ((long long)e * K + row0) * N + j * kUnitK + chunk * 16;
+    for (int idx = 0; idx < KU1 + ND; ++idx) {
+      const int st = idx % S;
+      if (idx >= S) mbar::wait(empty_bar(st), static_cast<unsigned>((idx / S - 1) & 1));
+      const unsigned base = smem_base + st * kStageBytes;
+      const unsigned sc_dst = ptx::smem_addr(s_sc + st * kSlotScales + ltid);
+      if (idx < KU1) {
+        const int k = idx;
+        // The unit's scales ride with it: a_scale of token row ltid, or of slice ltid - 16
+        // (warpgroup (ltid - 16) / 2, gate / up) its w13_scale.
+        if (ltid < kBlockM) {
+          const int srow = s_slot[ltid];
+          ptx::cp_async_4(sc_dst, srow >= 0 ? a_scale + (long long)(srow / TOPK) * KU1 + k : a_scale,
+                          srow >= 0 ? 4 : 0);
+        } else if (ltid < kBlockM + 4) {
+          const int q = ltid - kBlockM;
+          const int row = (q % 2 == 0 ? 0 : N) + j * kUnitK + (q / 2) * 64;
+          ptx::cp_async_4(sc_dst, w13_scale + ((long long)e * (2 * N / kSBN) + row / kSBN) * KU1 + k,
+                          4);
+        }
+        ptx::cp_async_16(base + dst0, a_row + (slot >= 0 ? k * kUnitK : 0), slot >= 0 ? 16 : 0);
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          const int src_row = (i % 8 < 4 ? 0 : N) + (i / 8) * 64 + (16 * (i % 8)) % 64;
+          ptx::cp_async_16(base + kATileBytes + dst0 + i * 16 * kUnitK,
+                           w13_base + (long long)src_row * K + k * kUnitK, 16);
+        }
+      } else {
+        const int u = idx - KU1;
+        if (ltid >= kBlockM && ltid < kBlockM + 4) {  // slice q's w2_scale
+          const int q = ltid - kBlockM;
+          const int row = u * kUnitRows + (q / 2) * 128 + (q % 2) * 64;
+          ptx::cp_async_4(sc_dst, w2_scale + ((long long)e * (K / kSBN) + row / kSBN) * KU2 + j, 4);
+        }
+        const unsigned char* wb = w2_base + (long long)u * kUnitRows * N;
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+          ptx::cp_async_16(base + kATileBytes + dst0 + i * 16 * kUnitK, wb + (long long)(16 * i) * N,
+                           16);
+      }
+      mbar::arrive_on_cp_async(full_bar(st));
+    }
+    pdl_launch_dependents();  // the next kernel may be scheduled (it waits for this grid)
+    return;
+  }
+
+  // ---- consumer warpgroups ----------------------------------------------------------------------
+  if (zeroes) {  // while the first units load
+    zero_out(kConsumerThreads);
+    consumer_sync();
+    if (tid == 0) {
+      __threadfence();
+      atomicAdd(zeroed, 1);
+    }
+  }
+  const int wg = warp / 4;                              // weight rows [128 wg, 128 wg + 128)
+  const int lane_row = (warp & 3) * 16 + (lane >> 2);   // row within an m64 slice (+8: h = 1)
+  // Accumulator (slice i, q = 4 j + 2 h + e) is weight row 128 wg + 64 i + lane_row + 8 h of
+  // token slot 8 j + 2 (lane % 4) + e of the m-block; q4 = 2 j + e names the slot.
+  auto tok = [&](int q4) { return 8 * (q4 / 2) + 2 * (lane & 3) + (q4 & 1); };
+  float acc[2][8], part[2][8];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int q = 0; q < 8; ++q) acc[i][q] = 0.f;
+  // The wgmmas of the unit in slot st against the token tile at b_addr; waits for them.
+  auto mma_unit = [&](int st, unsigned b_addr) {
+    const unsigned w_base = smem_base + st * kStageBytes + kATileBytes + wg * 128 * kUnitK;
+    wgmma::fence();
+#pragma unroll
+    for (int ks = 0; ks < kUnitK / 32; ++ks) {
+      const unsigned long long db = wgmma::make_desc(b_addr + ks * 32);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        wgmma::mma_e4m3<16>(part[i], wgmma::make_desc(w_base + i * 64 * kUnitK + ks * 32), db,
+                            ks == 0 ? 0 : 1);
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+  };
+  auto bf16_bits = [](float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); };
+
+  // ---- GEMM1 ----------------------------------------------------------------------------------
+  for (int idx = 0; idx < KU1; ++idx) {
+    const int st = idx % S;
+    mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));
+    wgmma::fence_proxy_async();  // the producer's cp.async bytes -> our wgmma reads
+    float sa[4], sw[2];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) sa[q] = s_sc[st * kSlotScales + tok(q)];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) sw[i] = s_sc[st * kSlotScales + kBlockM + 2 * wg + i];
+    mma_unit(st, smem_base + st * kStageBytes);
+    if (lane == 0) mbar::arrive(empty_bar(st));
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+        for (int ee = 0; ee < 2; ++ee) {
+          const float f = sa[2 * jj + ee] * sw[i];
+          acc[i][4 * jj + ee] += part[i][4 * jj + ee] * f;
+          acc[i][4 * jj + 2 + ee] += part[i][4 * jj + 2 + ee] * f;
+        }
+  }
+
+  // ---- SiLU(gate)·up rounded to bf16 (as the stage path), quantized per token slot ------------
+  // Staged in s_out's first tile (128 columns), then one warp per token row: amax, scale, e4m3
+  // into s_act with the 128-byte swizzle the wgmma B operand reads (chunk c of row r at c ^ r%8).
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+    const int t = tok(2 * (q / 4) + (q & 1)), col = wg * 64 + lane_row + 8 * ((q >> 1) & 1);
+    *reinterpret_cast<unsigned short*>(s_out + t * kOutRowBytes + col * 2) =
+        bf16_bits(act::silu_mul_fast(acc[0][q], acc[1][q]));
+  }
+  consumer_sync();
+  for (int r = warp; r < kBlockM; r += kConsumerThreads / 32) {
+    const unsigned short* src =
+        reinterpret_cast<const unsigned short*>(s_out + r * kOutRowBytes + lane * 8);
+    float v[4];
+    float m = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[i] = __bfloat162float(__ushort_as_bfloat16(src[i]));
+      m = fmaxf(m, fabsf(v[i]));
+    }
+    m = act::warp_amax(m);
+    const float sc = fmaxf(m, 1e-10f) / 448.0f;
+    const bool valid = s_slot[r] >= 0;  // padding slots: zeros (never stored, but finite)
+    unsigned word = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      word |= static_cast<unsigned>(__nv_cvt_float_to_fp8(v[i] / sc, __NV_SATFINITE, __NV_E4M3))
+              << (8 * i);
+    *reinterpret_cast<unsigned*>(s_act + r * kUnitK + (((lane / 4) ^ (r & 7)) * 16) +
+                                 (lane & 3) * 4) = valid ? word : 0u;
+    if (lane == 0) s_asc[r] = valid ? sc : 0.f;
+  }
+  wgmma::fence_proxy_async();  // our generic-proxy writes of s_act -> the wgmma reads below
+  // Out must be zeroed before the first add: the zeroing blocks' count (acquire), long reached.
+  if (tid == 0) {
+    long long spins = 0;
+    while (ptx::ld_acquire_gpu(zeroed) < zero_blocks) {
+      __nanosleep(64);
+      if (++spins > (1ll << 26)) __trap();  // a zeroing block cannot run: a launch error, no hang
+    }
+    __threadfence();
+  }
+  consumer_sync();
+  float scale_t[4];  // this thread's token slots: activation scale x routed weight
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int slot = s_slot[tok(q)];
+    scale_t[q] = slot < 0 ? 0.f : s_asc[tok(q)] * __ldg(topk_weights + slot);
+  }
+
+  // ---- GEMM2: the slice's share of out's K columns, 256 at a time ----------------------------
+  const unsigned act_addr = ptx::smem_addr(s_act);
+  for (int u = 0; u < ND; ++u) {
+    const int idx = KU1 + u, st = idx % S;
+    mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));
+    wgmma::fence_proxy_async();
+    float sw[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) sw[i] = s_sc[st * kSlotScales + kBlockM + 2 * wg + i];
+    mma_unit(st, act_addr);
+    if (lane == 0) mbar::arrive(empty_bar(st));
+    // Staged in tile u % 2: its previous readers (unit u - 2) passed the barrier of unit u - 1.
+    unsigned char* tile = s_out + (u & 1) * kBlockM * kOutRowBytes;
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int q4 = 2 * (q / 4) + (q & 1);
+        const int col = wg * 128 + i * 64 + lane_row + 8 * ((q >> 1) & 1);
+        *reinterpret_cast<unsigned short*>(tile + tok(q4) * kOutRowBytes + col * 2) =
+            bf16_bits(part[i][q] * sw[i] * scale_t[q4]);
+      }
+    consumer_sync();
+    for (int i = tid; i < kBlockM * (kUnitRows / 8); i += kConsumerThreads) {
+      const int r = i / (kUnitRows / 8), ch = i % (kUnitRows / 8);
+      const int slot = s_slot[r];
+      if (slot < 0) continue;
+      red::add8<false>(out + (long long)(slot / TOPK) * K + u * kUnitRows + ch * 8,
+                       *reinterpret_cast<const uint4*>(tile + r * kOutRowBytes + ch * 16));
+    }
+  }
+  consumer_sync();
+  finish();
+}
+
+}  // namespace moetune

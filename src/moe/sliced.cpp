@@ -1,0 +1,80 @@
+// The sliced GEMM kernel's rules, spec, counters and launch: see sliced.hpp.
+#include "moe/sliced.hpp"
+
+#include <fmt/format.h>
+
+#include "kernels/common/sliced_plan.cuh"
+#include "moetune/error.hpp"
+
+namespace moetune::moe {
+namespace sp = sliced_plan;
+
+std::string sliced_unfit(const MoeShape& s) {
+  if (s.dtype != Dtype::fp8_w8a8 || !s.block_shape) return "the kernel is block fp8 only";
+  const char* why = sp::shape_violation(s.N, s.K, (*s.block_shape)[0], (*s.block_shape)[1]);
+  return why == nullptr ? "" : why;
+}
+
+int sliced_stages(int smem_per_block) { return sp::stages_for(kSlicedStages, smem_per_block); }
+
+bool sliced_applies(const MoeShape& s, std::int64_t M, const std::string& arch, int block_size_m,
+                    int stages) {
+  return M >= 1 && M <= kSlicedMaxTokens && arch == "sm_90a" && block_size_m == sp::kBlockM &&
+         stages >= sp::kMinStages && sliced_unfit(s).empty();
+}
+
+cuda::KernelSpec sliced_spec(const MoeShape& s, const std::string& arch, int stages) {
+  const std::string why = sliced_unfit(s);
+  if (!why.empty()) throw InputError("shape", s.source.empty() ? "?" : s.source, why);
+  cuda::KernelSpec k;
+  k.file = "moe_gemms_sliced_sm90a.cuh";
+  k.kernel = "moetune::moe_gemms_sliced";
+  k.arch = arch;
+  k.template_args = {{"N", std::to_string(s.N)},
+                     {"K", std::to_string(s.K)},
+                     {"TOPK", std::to_string(s.topk)},
+                     {"SCALE_BLOCK_N", std::to_string((*s.block_shape)[0])},
+                     {"NUM_STAGES", std::to_string(stages)}};
+  k.name = fmt::format("moe_gemms_sliced_fp8b{}x{}_k{}_n{}_top{}_s{}", (*s.block_shape)[0],
+                       (*s.block_shape)[1], s.K, s.N, s.topk, stages);
+  return k;
+}
+
+int sliced_counter_ints() { return sp::kCounterInts; }
+
+void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const SlicedArgs& a,
+                   CUstream stream, bool pdl) {
+  if (stages < sp::kMinStages || stages > sp::kMaxStages)
+    throw InputError("stages", std::to_string(stages), "must be in 2..6");
+  if (a.out == nullptr) throw InputError("out", "null", "the sliced GEMM kernel adds into it");
+  if (a.counters == nullptr) throw InputError("counters", "null", "the kernel's tickets");
+  if (reinterpret_cast<std::uintptr_t>(a.out) % 16 != 0)
+    throw InputError("out", fmt::format("{}", a.out), "must be 16-byte aligned (vector adds)");
+  const std::int64_t blocks = a.max_m_blocks * sp::slices(s.N);
+  if (a.max_m_blocks < 1 || blocks > 0x7fffffff)
+    throw InputError("max_m_blocks", std::to_string(a.max_m_blocks), "out of range");
+  const unsigned char* a_q = a.a_q;
+  const float* a_scale = a.a_scale;
+  const void* w13 = a.w13;
+  const float* w13_scale = a.w13_scale;
+  const void* w2 = a.w2;
+  const float* w2_scale = a.w2_scale;
+  void* out = a.out;
+  const float* topk_weights = a.topk_weights;
+  const std::int32_t* sorted = a.sorted_token_ids;
+  const std::int32_t* expert_ids = a.expert_ids;
+  const std::int32_t* ntpp = a.num_tokens_post_padded;
+  long long M = a.M;
+  std::int32_t* counters = a.counters;
+  void* args[] = {&a_q,  &a_scale,      &w13,    &w13_scale,  &w2,   &w2_scale, &out,
+                  &topk_weights, &sorted, &expert_ids, &ntpp, &M,   &counters};
+  cuda::LaunchOptions lo;
+  lo.pdl = pdl;
+  cuda::Jit::instance()
+      .get(sliced_spec(s, arch, stages))
+      ->launch(cuda::Dim3{static_cast<unsigned>(blocks), 1, 1},
+               cuda::Dim3{static_cast<unsigned>(sp::kThreads), 1, 1},
+               static_cast<std::size_t>(sp::smem_bytes(stages)), stream, args, lo);
+}
+
+}  // namespace moetune::moe

@@ -1,0 +1,67 @@
+// Host side of the sliced GEMM kernel (kernels/moe_gemms_sliced_sm90a.cuh): GEMM1 with
+// SiLU(gate)·up and its quantization, and GEMM2 with the top-k sum, of a block-fp8 layer in one
+// launch, a block per (m-block, 128-column slice of the intermediate), for decode sizes on
+// sm_90a. Which shapes and sizes it takes, its spec, its counters and its launch. No sync, no
+// allocation.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <cuda.h>
+
+#include "cuda/jit.hpp"
+#include "moetune/model.hpp"
+
+namespace moetune::moe {
+
+// Tokens up to which FusedMoe runs the sliced kernel where it is asked for (sliced_applies).
+inline constexpr std::int64_t kSlicedMaxTokens = 64;
+// Ring slots the layer asks for (fewer where the shared memory per block holds fewer). Layer on
+// an H100 SXM against 2 and 3 slots (bench/results/2026-12-06_h100_thirtythird_session.md,
+// call 3): Qwen3.5 fp8 TP4 M = 8 55.09 µs against 56.16 / 56.95; 3 slots lead at M = 32.
+inline constexpr int kSlicedStages = 4;
+
+// "" when the kernel can run `shape`: block fp8 with block_k 128 and block_n a multiple of 64,
+// N a multiple of 128 up to 512, K a multiple of 256 (sliced_plan::shape_violation); else why
+// not.
+std::string sliced_unfit(const MoeShape& shape);
+
+// Ring slots for `smem_per_block` bytes of shared memory per block (opt-in): kSlicedStages, or
+// the most below it that fit (at least 2); 0 when none fit.
+int sliced_stages(int smem_per_block);
+
+// Whether a layer call of M tokens can take the kernel on `arch`, the alignment padding to
+// `block_size_m` (the up config's BLOCK_SIZE_M: the kernel's m-blocks are 16 slots): the shape
+// fits, arch is sm_90a (wgmma), 1 <= M <= kSlicedMaxTokens, and a ring fits (stages > 0).
+bool sliced_applies(const MoeShape& shape, std::int64_t M, const std::string& arch,
+                    int block_size_m, int stages);
+
+cuda::KernelSpec sliced_spec(const MoeShape& shape, const std::string& arch, int stages);
+
+// int32 counters the kernel needs in the workspace (zero before the first launch; the kernel
+// leaves them zero, and FusedMoe's alignment zeroes them once per call as well).
+int sliced_counter_ints();
+
+struct SlicedArgs {
+  std::int64_t M = 0;
+  std::int64_t max_m_blocks = 0;            // the alignment's m-blocks of 16 slots (the grid)
+  const std::uint8_t* a_q = nullptr;        // [M, K] e4m3
+  const float* a_scale = nullptr;           // [M, K/128]
+  const void* w13 = nullptr;                // [E, 2N, K] e4m3
+  const float* w13_scale = nullptr;         // [E, 2N/bn, K/128]
+  const void* w2 = nullptr;                 // [E, K, N] e4m3
+  const float* w2_scale = nullptr;          // [E, K/bn, N/128]
+  void* out = nullptr;                      // [M, K] bf16: zeroed, then the layer's output
+  const float* topk_weights = nullptr;      // [M, topk]
+  const std::int32_t* sorted_token_ids = nullptr;  // alignment with BLOCK_SIZE_M 16
+  const std::int32_t* expert_ids = nullptr;
+  const std::int32_t* num_tokens_post_padded = nullptr;
+  std::int32_t* counters = nullptr;         // sliced_counter_ints(), 4-byte aligned
+};
+// One launch of max_m_blocks x N/128 blocks, a programmatic dependent launch when pdl. Throws
+// InputError on a shape it cannot run or a missing pointer.
+void launch_sliced(const MoeShape& shape, const std::string& arch, int stages,
+                   const SlicedArgs& a, CUstream stream, bool pdl);
+
+}  // namespace moetune::moe

@@ -1,0 +1,154 @@
+// The sliced GEMM kernel's host side and plan (no GPU): which shapes and sizes take it, its
+// shared memory and ring depth, the layer's use of it (only when asked, with the align launch,
+// its counters in a workspace that never shrinks), the launch's refusals, and (NVRTC) that it
+// compiles without spills on both fp8 anchors.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "kernels/common/sliced_plan.cuh"
+#include "moe/check.hpp"
+#include "moe/reference.hpp"
+#include "moe/sliced.hpp"
+#include "moetune/error.hpp"
+#include "moetune/fused_moe.hpp"
+#include "moetune/gpu_spec.hpp"
+#include "nvrtc_test.hpp"
+
+namespace moetune::moe {
+namespace {
+namespace sp = sliced_plan;
+
+MoeShape anchor(int i, const char* dtype) {
+  return with_dtype_variant(anchor_check_shapes()[i].shape, dtype);
+}
+
+TEST(MoeSliced, TakesBlockFp8ShapesItSlices) {
+  EXPECT_EQ(sliced_unfit(anchor(0, "fp8_block")), "");  // Qwen3.5 TP4: N = 256, 2 slices
+  EXPECT_EQ(sliced_unfit(anchor(1, "fp8_block")), "");  // DeepSeek-V3 TP8
+  EXPECT_NE(sliced_unfit(anchor(0, "bf16")), "");
+  EXPECT_NE(sliced_unfit(anchor(0, "fp8_tensor")), "");
+  EXPECT_NE(sliced_unfit(anchor(2, "fp8_block")).find("N must be at most 512"),
+            std::string::npos);  // Mixtral TP2: N = 7168, 56 slices
+  MoeShape s = anchor(0, "fp8_block");
+  s.block_shape = std::array<int, 2>{128, 64};
+  EXPECT_NE(sliced_unfit(s).find("block_k"), std::string::npos);
+  s = anchor(0, "fp8_block");
+  s.N = 192;
+  EXPECT_NE(sliced_unfit(s).find("N must"), std::string::npos);
+  s.N = 512;
+  EXPECT_EQ(sliced_unfit(s), "");
+  s = anchor(0, "fp8_block");
+  s.K = 3200;  // a multiple of 128, not of 256
+  EXPECT_NE(sliced_unfit(s).find("K must"), std::string::npos);
+  EXPECT_THROW(sliced_spec(anchor(0, "bf16"), "sm_90a", 4), InputError);
+  const cuda::KernelSpec k = sliced_spec(anchor(0, "fp8_block"), "sm_90a", 3);
+  EXPECT_EQ(k.name, "moe_gemms_sliced_fp8b128x128_k3072_n256_top8_s3");
+}
+
+TEST(MoeSliced, SharedMemoryAndStages) {
+  // Ring slots of 34 KB, the activation tile, two staged output tiles and the small tables:
+  // four slots fit an H100 / H200 block's 227 KB, two fit two blocks per SM.
+  EXPECT_EQ(sp::smem_bytes(4) - sp::smem_bytes(3), sp::kStageBytes + sp::kSlotScales * 4 + 16);
+  EXPECT_LE(sp::smem_bytes(6), 227 * 1024);
+  EXPECT_LE(2 * sp::smem_bytes(2), 228 * 1024);
+  EXPECT_EQ(sliced_stages(227 * 1024), kSlicedStages);
+  EXPECT_EQ(sliced_stages(sp::smem_bytes(kSlicedStages) - 1), kSlicedStages - 1);
+  EXPECT_EQ(sliced_stages(sp::smem_bytes(2) - 1), 0);
+}
+
+TEST(MoeSliced, AppliesAtDecodeSizesOnSm90a) {
+  const MoeShape q = anchor(0, "fp8_block");
+  for (std::int64_t M : {1, 8, 16, 64}) EXPECT_TRUE(sliced_applies(q, M, "sm_90a", 16, 4)) << M;
+  EXPECT_FALSE(sliced_applies(q, 0, "sm_90a", 16, 4));
+  EXPECT_FALSE(sliced_applies(q, kSlicedMaxTokens + 1, "sm_90a", 16, 4));
+  EXPECT_FALSE(sliced_applies(q, 8, "sm_90", 16, 4));  // no wgmma
+  EXPECT_FALSE(sliced_applies(q, 8, "sm_100a", 16, 4));
+  EXPECT_FALSE(sliced_applies(q, 8, "sm_90a", 64, 4));  // another alignment
+  EXPECT_FALSE(sliced_applies(q, 8, "sm_90a", 16, 0));  // no ring fits
+  EXPECT_FALSE(sliced_applies(anchor(0, "bf16"), 8, "sm_90a", 16, 4));
+}
+
+TEST(MoeSliced, LayerUsesItWhenAskedAndNotByDefault) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  const MoeShape q = anchor(0, "fp8_block");
+  FusedMoeOptions o;
+  o.sliced_gemms = true;
+  FusedMoe on(q, h200, {}, {}, o), off(q, h200);
+  for (std::int64_t M : {1, 8, 16, 64}) {
+    EXPECT_TRUE(on.uses_sliced_gemms(M)) << M;
+    EXPECT_FALSE(off.uses_sliced_gemms(M)) << M;
+    const MoeWorkspaceLayout L = on.workspace_layout(M);
+    EXPECT_TRUE(L.sliced) << M;
+    EXPECT_FALSE(L.gemm1_aligns) << M;  // the align launch resets the kernel's counters
+    EXPECT_GE(L.total, L.sliced_ws + sliced_counter_ints() * 4u);
+    EXPECT_FALSE(off.workspace_layout(M).sliced);
+  }
+  EXPECT_FALSE(on.uses_sliced_gemms(kSlicedMaxTokens + 1));
+  EXPECT_FALSE(on.workspace_layout(kSlicedMaxTokens + 1).sliced);
+  std::size_t prev = 0;
+  for (std::int64_t M = 1; M <= 300; ++M) {  // the workspace never shrinks as M grows
+    const std::size_t t = on.workspace_bytes(M);
+    EXPECT_GE(t, prev) << M;
+    prev = t;
+  }
+  // An arch without wgmma never takes it; the persistent kernel, when asked too, wins.
+  FusedMoeOptions a = o;
+  a.arch = "sm_89";
+  EXPECT_FALSE(FusedMoe(q, h200, {}, {}, a).uses_sliced_gemms(8));
+  FusedMoeOptions p = o;
+  p.persistent_gemms = true;
+  const FusedMoe both(q, h200, {}, {}, p);
+  EXPECT_TRUE(both.uses_persistent_gemms(8));
+  EXPECT_FALSE(both.uses_sliced_gemms(8));
+  EXPECT_TRUE(both.uses_sliced_gemms(64));  // past the persistent kernel's 32 tokens
+}
+
+TEST(MoeSliced, LaunchRefusesMissingOrMisalignedPointers) {
+  SlicedArgs a;
+  a.M = 8;
+  a.max_m_blocks = 64;
+  auto field_of = [&](const SlicedArgs& args, int stages) -> std::string {
+    try {
+      launch_sliced(anchor(0, "fp8_block"), "sm_90a", stages, args, nullptr, false);
+    } catch (const InputError& e) {
+      return e.field();
+    }
+    return "";
+  };
+  EXPECT_EQ(field_of(a, 4), "out");
+  alignas(16) static unsigned char buf[64];
+  a.out = buf + 2;  // 2-byte aligned bf16, not 16
+  std::int32_t counters[3] = {};
+  a.counters = counters;
+  EXPECT_EQ(field_of(a, 4), "out");
+  a.counters = nullptr;
+  a.out = buf;
+  EXPECT_EQ(field_of(a, 4), "counters");
+  a.counters = counters;
+  EXPECT_EQ(field_of(a, 7), "stages");
+  a.max_m_blocks = 0;
+  EXPECT_EQ(field_of(a, 4), "max_m_blocks");
+}
+
+class SlicedNvrtc : public test_support::NvrtcTest {};
+
+// 384 threads at one block per SM (the kernel's __launch_bounds__(384, 1)): no spills on either
+// fp8 anchor, at the layer's ring depth and the shallowest.
+TEST_F(SlicedNvrtc, CompilesWithoutSpillsOnTheAnchors) {
+  test_support::ScratchJit jit("sliced-nvrtc");
+  for (int i : {0, 1})
+    for (int stages : {2, kSlicedStages}) {
+      cuda::KernelSpec k = sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages);
+      k.options.push_back("--ptxas-options=-v");
+      const cuda::CompiledKernel c = jit->compile(k);
+      ASSERT_FALSE(c.cubin.empty()) << c.log;
+      const int regs = test_support::ptxas_count(c.log, "Used ([0-9]+) registers");
+      EXPECT_GT(regs, 0) << c.log;
+      EXPECT_LE(regs, 168) << k.name;
+      EXPECT_EQ(test_support::ptxas_count(c.log, "([0-9]+) bytes spill stores"), 0) << c.log;
+    }
+}
+
+}  // namespace
+}  // namespace moetune::moe
