@@ -1,6 +1,7 @@
 // moetune kernels --compile-only --arch sm_90a: compiles the representative kernel set with
 // NVRTC (no GPU needed; CI runs it). A compile failure is reported per kernel and exits 1.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +11,7 @@
 #include "cli/commands.hpp"
 #include "cuda/driver.hpp"
 #include "cuda/jit.hpp"
+#include "cuda/nvrtc.hpp"
 #include "moe/check.hpp"
 #include "moetune/error.hpp"
 
@@ -44,6 +46,24 @@ std::string first_log_line(const std::string& log) {
 // moetune's kernels use cp.async and bf16 mma.sync: sm_80 and newer.
 constexpr int kMinArch = 80;
 
+// A target NVRTC does not know (sm_999) is bad input, for --list too (it compiles nothing but
+// names kernels for that target). Where NVRTC cannot be loaded, --list still lists (compiling
+// fails later with the loader's message).
+void require_nvrtc_target(const std::string& arch, bool list) {
+  std::vector<int> archs;
+  try {
+    archs = cuda::nvrtc_supported_archs();
+  } catch (const CudaError&) {
+    if (list) return;
+    throw;
+  }
+  const int cc = std::stoi(arch.substr(3));  // "sm_90a" -> 90 (the regex admits digits only)
+  if (archs.empty() || std::find(archs.begin(), archs.end(), cc) != archs.end()) return;
+  throw InputError("arch", arch,
+                   fmt::format("not a target of NVRTC {} (it has sm_{})", cuda::nvrtc_version(),
+                               fmt::join(archs, ", sm_")));
+}
+
 int run_kernels(const GlobalOptions& g, const KernelsOptions& o) {
   // The set is the anchors' (every kernel file, dtype and path): a model's options would be
   // ignored, so they are refused (bench and tune compile a model's own kernels).
@@ -63,6 +83,7 @@ int run_kernels(const GlobalOptions& g, const KernelsOptions& o) {
                                    "mma.sync)",
                                    kMinArch));
     }
+    require_nvrtc_target(o.arch, o.list);
     arch = o.arch;
     if (g.given("gpu")) (void)resolve_gpu(g);  // a misspelt --gpu is still bad input
   } else if (g.given("gpu") || o.compile_only || o.list) {
@@ -74,7 +95,15 @@ int run_kernels(const GlobalOptions& g, const KernelsOptions& o) {
   std::vector<cuda::KernelSpec> specs = moe::kernel_specs_for_compile_only(arch);
 
   if (o.list) {
-    for (const cuda::KernelSpec& s : specs) fmt::print("{}\n", s.name);
+    if (g.json) {
+      nlohmann::ordered_json j{{"arch", arch}, {"kernels", nlohmann::ordered_json::array()}};
+      for (const cuda::KernelSpec& s : specs) {
+        j["kernels"].push_back({{"name", s.name}, {"file", s.file}, {"kernel", s.kernel}});
+      }
+      fmt::print("{}\n", j.dump(2));
+    } else {
+      for (const cuda::KernelSpec& s : specs) fmt::print("{}\n", s.name);
+    }
     return 0;
   }
   const auto start = std::chrono::steady_clock::now();

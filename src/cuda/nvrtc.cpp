@@ -5,6 +5,7 @@
 #include <link.h>
 #include <nvrtc.h>  // types only
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -30,6 +31,8 @@ struct NvrtcApi {
   decltype(&::nvrtcGetPTX) nvrtcGetPTX = nullptr;
   decltype(&::nvrtcAddNameExpression) nvrtcAddNameExpression = nullptr;
   decltype(&::nvrtcGetLoweredName) nvrtcGetLoweredName = nullptr;
+  decltype(&::nvrtcGetNumSupportedArchs) nvrtcGetNumSupportedArchs = nullptr;
+  decltype(&::nvrtcGetSupportedArchs) nvrtcGetSupportedArchs = nullptr;
 };
 
 struct Loaded {
@@ -101,6 +104,8 @@ Loaded load() {
   MOETUNE_NVRTC_LOAD(nvrtcGetPTX)
   MOETUNE_NVRTC_LOAD(nvrtcAddNameExpression)
   MOETUNE_NVRTC_LOAD(nvrtcGetLoweredName)
+  MOETUNE_NVRTC_LOAD(nvrtcGetNumSupportedArchs)
+  MOETUNE_NVRTC_LOAD(nvrtcGetSupportedArchs)
 #undef MOETUNE_NVRTC_LOAD
   int major = 0, minor = 0;
   if (s.api.nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) {
@@ -167,6 +172,16 @@ std::string nvrtc_version() {
   const Loaded& s = loaded();
   if (!s.ok) throw CudaError(s.why);
   return s.version;
+}
+
+std::vector<int> nvrtc_supported_archs() {
+  const NvrtcApi& a = api();
+  int n = 0;
+  check(a.nvrtcGetNumSupportedArchs(&n), "nvrtcGetNumSupportedArchs");
+  std::vector<int> archs(static_cast<std::size_t>(std::max(n, 0)));
+  if (n > 0) check(a.nvrtcGetSupportedArchs(archs.data()), "nvrtcGetSupportedArchs");
+  std::sort(archs.begin(), archs.end());
+  return archs;
 }
 
 std::string cuda_include_dir() {

@@ -34,6 +34,9 @@ struct NvrtcResult {
 std::string nvrtc_library_path();
 // "13.0". Throws CudaError when NVRTC cannot be loaded.
 std::string nvrtc_version();
+// The compute capabilities NVRTC can compile for, ascending, e.g. {75, 80, 86, ..., 120, 121}
+// (nvrtcGetSupportedArchs). Throws CudaError when NVRTC cannot be loaded.
+std::vector<int> nvrtc_supported_archs();
 // The CUDA toolkit include directory handed to NVRTC (cuda_bf16.h, cuda_fp8.h), or "" when none
 // was found ($CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include, next to libnvrtc).
 std::string cuda_include_dir();

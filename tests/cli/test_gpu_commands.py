@@ -43,6 +43,18 @@ class CompileOnly(CliTestCase):
         self.assertGreater(len(names), 5)
         self.assertEqual(len(names), len(set(names)))  # each kernel once (counts are of kernels)
 
+    def test_list_json(self):
+        # --json is honoured by --list too: the same names, each with its file and kernel.
+        text = run("kernels", "--list", "--arch", "sm_90a")
+        r = run("kernels", "--list", "--arch", "sm_90a", "--json")
+        self.assertExit(r, EXIT_OK)
+        j = r.json()
+        self.assertEqual(j["arch"], "sm_90a")
+        self.assertEqual([k["name"] for k in j["kernels"]], text.out.splitlines())
+        for k in j["kernels"]:
+            self.assertTrue(k["file"].endswith(".cuh"), k)
+            self.assertTrue(k["kernel"].startswith("moetune::"), k)
+
     def test_model_options_are_refused(self):
         # The set is the anchors': a model's options would be ignored.
         for args, words in ((["--model", "nonexistent"], ["model=nonexistent"]),
@@ -87,9 +99,10 @@ class CompileOnly(CliTestCase):
         # sm_75: below the kernels' sm_80; sm_999: NVRTC knows no such target (every kernel an
         # invalid option): one line each, exit 2, not a FAILED line per kernel.
         for arch in ("sm90", "hopper", "", "sm_75", "sm_999"):
-            with self.subTest(arch=arch):
-                self.assertOneErrorLine(run("kernels", "--compile-only", "--arch", arch),
-                                        EXIT_BAD_INPUT, "arch")
+            for mode in ("--compile-only", "--list"):
+                with self.subTest(arch=arch, mode=mode):
+                    self.assertOneErrorLine(run("kernels", mode, "--arch", arch),
+                                            EXIT_BAD_INPUT, "arch")
 
 
 if __name__ == "__main__":
