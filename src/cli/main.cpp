@@ -50,6 +50,23 @@ std::string input_error_text(const moetune::InputError& e) {
   std::_Exit(moetune::kExitInternal);
 }
 
+// CLI11's flags take the last of several (--json --json); moetune refuses a repeated flag as it
+// refuses a repeated option ("--json given twice (once is allowed)", README), so that a script's
+// duplicated or contradicting flags (--sliced ... --no-sliced) are caught. --help and --version
+// stay CLI11's.
+void refuse_repeated_flags(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt == app.get_help_ptr() || opt == app.get_version_ptr()) continue;
+    if (opt->get_expected_max() == 0 &&
+        opt->get_multi_option_policy() == CLI::MultiOptionPolicy::TakeLast) {
+      opt->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    refuse_repeated_flags(*sub);
+  }
+}
+
 int run(int argc, char** argv) {
   using namespace moetune::cli;
   CLI::App app{
@@ -76,6 +93,7 @@ int run(int argc, char** argv) {
         "--intermediate, --hidden, --block-shape and --json (see moetune --help).");
   }
 
+  refuse_repeated_flags(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -92,6 +92,11 @@ class BadInput(CliTestCase):
              "--gpu given 3 times (once is allowed)"),
             (["config", "lookup", TABLE_18, "--batch", "1", "--batch", "2"],
              "--batch given twice (once is allowed)"),
+            # Flags too (CLI11 would take the last), global and a command's own.
+            (["roofline", "--json", "--json"], "--json given twice (once is allowed)"),
+            (["shapes", "--json", "--tp", "4", "--json"], "--json given twice (once is allowed)"),
+            (["kernels", "--list", "--list"], "--list given twice (once is allowed)"),
+            (["bench", "--sliced", "--sliced", "--sliced"], "--sliced given 3 times (once is allowed)"),
         ]
         for args, line in cases:
             with self.subTest(args=args):
