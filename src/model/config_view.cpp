@@ -90,10 +90,12 @@ int read_count(const Field& f, const ConfigView& view) {
   if (v.is_array() && !v.empty()) {
     n = as_integer(v.front());
     for (const auto& item : v) {
-      if (as_integer(item) != n) bad_field(f, view, "a non-negative integer (or a list of one)");
+      if (as_integer(item) != n) {
+        bad_field(f, view, "a non-negative integer below 2^31 (or a list of one)");
+      }
     }
   }
-  if (!n || *n < 0) bad_field(f, view, "a non-negative integer");
+  if (!n || *n < 0) bad_field(f, view, "a non-negative integer below 2^31");
   return static_cast<int>(*n);
 }
 

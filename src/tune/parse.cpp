@@ -120,8 +120,9 @@ std::vector<int> parse_batch_list(std::string_view text) {
       throw InputError("batch", value, fmt::format("\"{}\": {}", trim(part), v.problem));
     if (v.value > kMaxBatch) {
       throw InputError("batch", value,
-                       fmt::format("\"{}\": above {} tokens (the kernels' token-slot ids are "
-                                   "int32: M * topk must stay below 2^31)",
+                       fmt::format("\"{}\": above {} tokens, the cap that keeps the "
+                                   "kernels' int32 token-slot ids (M * topk < 2^31) safe for "
+                                   "any topk up to 128",
                                    trim(part), kMaxBatch));
     }
     out.push_back(v.value);
@@ -224,9 +225,9 @@ std::vector<int> serving_batch_sizes(std::string_view text) {
     const long M = c * tokens_per_step;  // both below 2^31: no overflow in 64 bits
     if (M > kMaxBatch) {
       throw InputError("serving", value,
-                       fmt::format("concurrency {} x {} tokens per step = {} tokens: above {} (the "
-                                   "kernels' token-slot ids are int32: M * topk must stay below "
-                                   "2^31), as --batch",
+                       fmt::format("concurrency {} x {} tokens per step = {} tokens: above {}, "
+                                   "--batch's cap (the kernels' int32 token-slot ids, M * topk "
+                                   "< 2^31, for any topk up to 128)",
                                    c, tokens_per_step, M, kMaxBatch));
     }
     out.push_back(static_cast<int>(M));

@@ -239,6 +239,11 @@ TEST(HfConfig, BadSizesNameTheJsonField) {
   json nested = {{"text_config", tiny()}};
   nested["text_config"]["hidden_size"] = "x";
   EXPECT_EQ(input_error([&] { parse_hf_config(nested, {}); }).field(), "text_config.hidden_size");
+  // A count past int32 says so, not just "a non-negative integer" (which 2^40 is).
+  c = tiny();
+  c["hidden_size"] = 1LL << 40;
+  EXPECT_NE(std::string(input_error([&] { parse_hf_config(c, {}); }).what()).find("below 2^31"),
+            std::string::npos);
 }
 
 TEST(HfConfig, OddShapesStayInputErrors) {
