@@ -6,8 +6,6 @@
 // time it) and graphs of back-to-back calls give the same bits: the kernel leaves its counters
 // zero. A poisoned workspace is fine (the alignment zeroes them).
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -29,6 +27,7 @@ namespace moetune::moe {
 namespace {
 
 using moetune::moe::testing::local_gpu;
+using moetune::moe::testing::rel_diff;
 
 class MoePersistentGpu : public ::testing::Test {
  protected:
@@ -39,27 +38,6 @@ class MoePersistentGpu : public ::testing::Test {
     if (cuda::query_device(0).arch() != "sm_90a") GTEST_SKIP() << "the kernel is sm_90a only";
   }
 };
-
-double bf16_to_double(std::uint16_t b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// ||a - b|| / ||b|| over the whole output, and whether any value is NaN or poisoned.
-double rel_diff(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
-                bool* bad) {
-  double num = 0, den = 0;
-  *bad = false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double x = bf16_to_double(a[i]), y = bf16_to_double(b[i]);
-    if (!std::isfinite(x) || !std::isfinite(y)) *bad = true;
-    num += (x - y) * (x - y);
-    den += y * y;
-  }
-  return den > 0 ? std::sqrt(num / den) : (num > 0 ? 1.0 : 0.0);
-}
 
 struct Runner {
   const FusedMoe& fm;

@@ -8,9 +8,7 @@
 // workspace and output are fine (the alignment resets the counters). `moetune check --sliced`
 // checks the kernel against fp64.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -30,6 +28,7 @@ namespace moetune::moe {
 namespace {
 
 using moetune::moe::testing::local_gpu;
+using moetune::moe::testing::rel_diff;
 
 class MoeSlicedGpu : public ::testing::Test {
  protected:
@@ -41,52 +40,11 @@ class MoeSlicedGpu : public ::testing::Test {
   }
 };
 
-double bf16_to_double(std::uint16_t b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// ||a - b|| / ||b|| over the whole output; *bad when any value is not finite (0xFFFF: poison).
-double rel_diff(const std::vector<std::uint16_t>& a, const std::vector<std::uint16_t>& b,
-                bool* bad) {
-  double num = 0, den = 0;
-  *bad = false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double x = bf16_to_double(a[i]), y = bf16_to_double(b[i]);
-    if (!std::isfinite(x) || !std::isfinite(y)) *bad = true;
-    num += (x - y) * (x - y);
-    den += y * y;
-  }
-  return den > 0 ? std::sqrt(num / den) : (num > 0 ? 1.0 : 0.0);
-}
-
-// The layer's output [M, K] from forward_staged() (the stage kernels at every M: the decode
-// kernels would take M <= 4), into a poisoned output: one eager call, or `calls` back-to-back
-// calls captured into a CUDA graph and replayed twice.
+// The layer's output through forward_staged() (the stage kernels at every M: forward() takes the
+// decode kernels at M <= 4): one eager call, or `calls` graph-captured calls replayed twice.
 std::vector<std::uint16_t> run_layer(const FusedMoe& fm, const BenchData& d, bool graph,
                                      cuda::Stream& stream, int calls = 4) {
-  const BenchSet& b = d.sets.at(0);
-  const std::size_t n = static_cast<std::size_t>(d.M) * fm.shape().K;
-  cuda::DeviceBuffer out(n * 2);
-  out.fill_u8(0xFF);
-  auto call = [&] {
-    fm.forward_staged(b.inputs, d.weights, reinterpret_cast<void*>(out.ptr()),
-                      reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), stream);
-  };
-  if (graph) {
-    cuda::Graph g;
-    g.begin_capture(stream);
-    for (int i = 0; i < calls; ++i) call();
-    g.end_capture();
-    g.launch(stream);
-    g.launch(stream);
-  } else {
-    call();
-  }
-  stream.synchronize();
-  return out.download_as<std::uint16_t>(n);
+  return testing::run_layer(fm, d, graph, stream, calls, 2, 0, testing::Entry::kStaged);
 }
 
 // Two calls' outputs differ by the order of the bf16 adds into out (2 x topk rows a token on the
