@@ -38,10 +38,22 @@ if [[ "$gpu" == *H200* ]]; then
   timeout 60 .devbin/moetune check --model qwen3.5-122b-a10b-fp8 --tp 4 --align-in-gemm1 \
     --batch 8,16,20,24,32 --configs 1 >"$OUT/check_align.txt" 2>&1
   echo "check align rc=$?: $(tail -n 1 "$OUT/check_align.txt")"
+  # The sliced kernel on the H200: its GPU test (and the persistent one's, whose helpers moved
+  # to test_moe_common.hpp in the thirty-fourth session) and check --sliced against fp64.
+  for t in gpu_test_moe_sliced gpu_test_moe_persistent; do
+    [ -x ".devbin/$t" ] || continue
+    timeout 60 ".devbin/$t" --gtest_color=no >"$OUT/$t.txt" 2>&1
+    echo "$t rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.txt" | head -n 3 | tr '\n' ' ')"
+  done
+  timeout 60 .devbin/moetune check --model qwen3.5-122b-a10b-fp8 --tp 4 --sliced \
+    --batch 8,16,32,64 --configs 1 >"$OUT/check_sliced.txt" 2>&1
+  echo "check sliced rc=$?: $(tail -n 1 "$OUT/check_sliced.txt")"
+  # What is left of the call's 600 s (less 30 for the copy back) bounds the A/B.
+  left=$((570 - SECONDS)); [ "$left" -gt 300 ] && left=300
   OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=${AB_RUNS:-3} BENCH_BATCH=8,16,20,24,32 BENCH_MODELS="$M2" \
     SIDES="new!measured-ceilings new!align-in-gemm1!measured-ceilings new!measured-ceilings+$T/f4.json new!align-in-gemm1!measured-ceilings+$T/f4.json new!sliced!measured-ceilings" \
-    timeout -k 5 300 bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
-  echo "stage_ab: exit $?"
+    timeout -k 5 "$left" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
+  echo "stage_ab: exit $? (limit ${left} s)"
 else
   for t in gpu_test_moe_align_in_gemm1 gpu_test_moe_pdl; do
     timeout 150 ".devbin/$t" --gtest_color=no >"$OUT/$t.txt" 2>&1
