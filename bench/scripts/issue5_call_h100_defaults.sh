@@ -18,6 +18,7 @@
 # H200_ONLY=1: on any other GPU stop at once (the H100 half is done: thirty-first session).
 # SKIP_BARS=1: on an H200 only the A/B of the two H100 rules (about 2 minutes with AB_RUNS=1).
 # AB_RUNS (default 3): interleaved runs of each A/B side, fewer when device time is short.
+# CALL_S (default 600): the call's time limit, which bounds the A/B (it runs last).
 # Output: $OUT/*.tgz and consoles; a short table last.
 set -u
 mkdir -p "$OUT"
@@ -48,8 +49,9 @@ if [[ "$gpu" == *H200* ]]; then
   timeout 60 .devbin/moetune check --model qwen3.5-122b-a10b-fp8 --tp 4 --sliced \
     --batch 8,16,32,64 --configs 1 >"$OUT/check_sliced.txt" 2>&1
   echo "check sliced rc=$?: $(tail -n 1 "$OUT/check_sliced.txt")"
-  # What is left of the call's 600 s (less 30 for the copy back) bounds the A/B.
-  left=$((570 - SECONDS)); [ "$left" -gt 300 ] && left=300
+  # What is left of the call (CALL_S, default 600 s, less 30 for the copy back) bounds the A/B.
+  left=$((${CALL_S:-600} - 30 - SECONDS)); [ "$left" -gt 300 ] && left=300
+  [ "$left" -lt 20 ] && left=20
   OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=${AB_RUNS:-3} BENCH_BATCH=8,16,20,24,32 BENCH_MODELS="$M2" \
     SIDES="new!measured-ceilings new!align-in-gemm1!measured-ceilings new!measured-ceilings+$T/f4.json new!align-in-gemm1!measured-ceilings+$T/f4.json new!sliced!measured-ceilings" \
     timeout -k 5 "$left" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
