@@ -25,11 +25,15 @@
 //   block waits for their count before its first add, which by then (after GEMM1) has long
 //   been reached. Every block it waits for holds a ticket, so it is running: no residency
 //   assumption. The last block to finish resets the counters.
+// - ALIGN_E > 0: the block derives its m-block's expert and slots from topk_ids itself
+//   (common/inline_align.cuh, as the stage GEMM1 can), so no alignment launch runs; the
+//   routing launch then zeroes the counters. ALIGN_E = 0 reads the alignment's tables.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include "common/act.cuh"
+#include "common/inline_align.cuh"
 #include "common/mbarrier.cuh"
 #include "common/pdl.cuh"
 #include "common/ptx.cuh"
@@ -51,7 +55,8 @@ template <int N,              // per-rank expert intermediate size
           int K,              // hidden size
           int TOPK,           // experts per token
           int SCALE_BLOCK_N,  // block_n of the weight scales (block_k is 128)
-          int NUM_STAGES>     // ring slots
+          int NUM_STAGES,     // ring slots
+          int ALIGN_E>        // 0: the alignment's tables; else the local experts (derived here)
 __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     moe_gemms_sliced(const unsigned char* __restrict__ a_q,     // [M, K] e4m3
                      const float* __restrict__ a_scale,         // [M, K/128]
@@ -64,7 +69,9 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                      const int* __restrict__ sorted_token_ids,  // alignment, BLOCK_SIZE_M 16
                      const int* __restrict__ expert_ids,
                      const int* __restrict__ num_tokens_post_padded, long long M,
-                     int* __restrict__ counters) {  // sliced_plan::kCounterInts, zero on entry
+                     int* __restrict__ counters,  // sliced_plan::kCounterInts, zero on entry
+                     const int* __restrict__ topk_ids,  // [M*topk] global ids (ALIGN_E > 0)
+                     int expert_start) {                // the rank's first expert (ALIGN_E > 0)
   using namespace sliced_plan;
   using sliced_detail::consumer_sync;
   constexpr int NS = slices(N);
@@ -77,6 +84,8 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                 "see sliced_plan::shape_violation's reason on the host");
   static_assert(S >= kMinStages && S <= kMaxStages, "NUM_STAGES must be in 2..6");
   static_assert(kStageBytes % 1024 == 0 && kATileBytes % 1024 == 0, "1024-byte aligned tiles");
+  static_assert(ALIGN_E == 0 || tile_math::inline_align_scratch_bytes(ALIGN_E) <= kStageBytes,
+                "the derivation's scratch lives in ring slot 0");
 
   extern __shared__ __align__(1024) unsigned char smem[];
   unsigned char* s_act = smem + S * kStageBytes;             // GEMM2's B tile [16][128] e4m3
@@ -102,11 +111,20 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   pdl_wait();
   const int b = blockIdx.x / NS, j = blockIdx.x % NS;
   const long long num_slots = M * TOPK;
-  const int total = __ldg(num_tokens_post_padded);
-  const int e = __ldg(expert_ids + b);
-  if (tid < kBlockM) {
-    const int s = __ldg(sorted_token_ids + (long long)b * kBlockM + tid);
-    s_slot[tid] = (s >= 0 && s < num_slots) ? s : -1;
+  int total, e;
+  if constexpr (ALIGN_E > 0) {
+    // Ring slot 0 is the scratch: the producer's first copy comes after the barrier below, and
+    // every thread holds `e` and `total` in registers by then.
+    inline_align::derive_block<kBlockM, kThreads, ALIGN_E>(
+        topk_ids, static_cast<int>(num_slots), expert_start, b, reinterpret_cast<int*>(smem),
+        s_slot, e, total);
+  } else {
+    total = __ldg(num_tokens_post_padded);
+    e = __ldg(expert_ids + b);
+    if (tid < kBlockM) {
+      const int s = __ldg(sorted_token_ids + (long long)b * kBlockM + tid);
+      s_slot[tid] = (s >= 0 && s < num_slots) ? s : -1;
+    }
   }
   if (tid == 0) {
     *s_ticket = atomicAdd(next_ticket, 1);

@@ -382,7 +382,8 @@ __global__ void __launch_bounds__(WARPS * 32)
     moe_routing(const float* __restrict__ router_logits, const float* __restrict__ correction_bias,
                 int* __restrict__ topk_ids, float* __restrict__ topk_weights, long long M,
                 float routed_scaling_factor, const void* __restrict__ x,
-                unsigned char* __restrict__ q, float* __restrict__ q_scale, int cols) {
+                unsigned char* __restrict__ q, float* __restrict__ q_scale, int cols,
+                int* __restrict__ zero, int zero_n) {
   __shared__ float s_choice[N_GROUP > 1 ? WARPS : 1][N_GROUP > 1 ? E_GLOBAL : 1];
 
   // PDL (common/pdl.cuh): router_logits may come from the kernel before, and the last
@@ -390,6 +391,10 @@ __global__ void __launch_bounds__(WARPS * 32)
   // Nothing below needs the SMs to itself: the next stage may be scheduled at once.
   pdl_wait();
   pdl_launch_dependents();
+  // zero_n int32 a later kernel needs zero (a GEMM's counters where no alignment launch runs,
+  // which would zero them); the later kernel's PDL wait covers this whole grid.
+  if (blockIdx.x == 0)
+    for (int i = threadIdx.x; i < zero_n; i += WARPS * 32) zero[i] = 0;
   const long long route_blocks = (M + WARPS - 1) / WARPS;
   if constexpr (QUANT_GROUP > 0) {
     if (blockIdx.x >= route_blocks) {

@@ -119,7 +119,9 @@ struct FusedMoeOptions {
   // ascending order, which no output depends on). Unset: moetune's default
   // (moetune_default_alignment_in_gemm1: on the H100 SXM where GEMM1 fuses the activation, off
   // elsewhere); true: wherever it applies (`--align-in-gemm1`); false: never
-  // (`--no-align-in-gemm1`).
+  // (`--no-align-in-gemm1`). The sliced GEMM kernel (sliced_gemms) derives it too, unless
+  // false: its blocks write no tables (they need none), and the routing launch zeroes its
+  // counters instead of the alignment launch.
   std::optional<bool> alignment_in_gemm1;
 };
 
@@ -168,7 +170,9 @@ struct MoeWorkspaceLayout {
   std::size_t act_scale = 0;             // fp8: [M*topk, N/bk] or [1] fp32
   std::size_t y = 0;                     // GEMM2 out [M*topk, K] act (times routed weight)
   bool gemm1_aligns = false;             // FusedMoe::gemm1_aligns(M): GEMM1 writes the
-                                         // alignment's tables, MoeStage::align does nothing
+                                         // alignment's tables (the sliced kernel: needs none),
+                                         // MoeStage::align does nothing (with precomputed
+                                         // topk_ids and sliced: zeroes its counters)
   bool gemm2_sums_topk = false;          // FusedMoe::gemm2_sums_topk(M): GEMM1 zeroes out,
                                          // GEMM2 adds into it (y unused), reduce does nothing;
                                          // except a 16-bit call in place (out = hidden), which
@@ -256,6 +260,8 @@ class FusedMoe {
   // sizes), not the persistent kernel, both GEMMs without split-K (the alignment launch zeroes
   // their counters), and gemm::gemm_inline_align_violation holds nothing for M's up config
   // (sm_90a's kernel, M * topk <= 256, E <= 512). The tables then come from the gemm1 stage.
+  // Where the sliced kernel runs: unless options.alignment_in_gemm1 is false, wherever it can
+  // derive it (moe::sliced_derives_alignment: M * topk <= 256, E <= 512).
   bool gemm1_aligns(std::int64_t M) const;
   // One stage, reading its inputs from `in`/`w` and the workspace (earlier stages' outputs);
   // `out` is used by MoeStage::reduce, and where gemm2_sums_topk(M) by gemm1 (which zeroes it)

@@ -407,7 +407,7 @@ void FusedMoe::prepare(std::int64_t max_M) {
   if (impl_->opts.alignment_in_gemm1 != false) {
     std::set<std::string> names;
     for (std::int64_t M = 1; M <= max_M && M * s.topk <= tile_math::kInlineAlignMaxSlots; ++M) {
-      if (!gemm1_aligns(M)) continue;
+      if (!gemm1_aligns(M) || uses_sliced_gemms(M)) continue;  // sliced: below
       const KernelConfig& c = up_config(M);
       cuda::KernelSpec spec = gemm::gemm_kernel_spec(s, c, gemm::gemm1_stage(s, M, c), arch, true);
       if (names.insert(spec.name).second) specs.push_back(std::move(spec));
@@ -452,12 +452,14 @@ void FusedMoe::prepare(std::int64_t max_M) {
         break;
       }
 
-  if (impl_->sliced_stages > 0)
-    for (std::int64_t M = 1; M <= std::min(max_M, moe::kSlicedMaxTokens); ++M)
-      if (uses_sliced_gemms(M)) {
-        specs.push_back(moe::sliced_spec(s, arch, impl_->sliced_stages));
-        break;
-      }
+  if (impl_->sliced_stages > 0) {  // its instances: reading the tables, deriving them
+    std::set<std::string> names;
+    for (std::int64_t M = 1; M <= std::min(max_M, moe::kSlicedMaxTokens); ++M) {
+      if (!uses_sliced_gemms(M)) continue;
+      cuda::KernelSpec spec = moe::sliced_spec(s, arch, impl_->sliced_stages, gemm1_aligns(M));
+      if (names.insert(spec.name).second) specs.push_back(std::move(spec));
+    }
+  }
 
   auto& jit = cuda::Jit::instance();
   const auto compiled = jit.compile_many(specs);
@@ -566,13 +568,19 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
                                 stream, pdl, za, na, zb, nb, quant);
         return;
       }
+      // The sliced kernel deriving the alignment: no alignment launch zeroes its counters.
+      const auto [zc, nc] = L.sliced && L.gemm1_aligns ? counters(true)
+                                                       : std::pair<std::int32_t*, int>{nullptr, 0};
       moe::launch_routing(s, arch, in.router_logits, w.correction_bias,
                           reinterpret_cast<std::int32_t*>(ws + L.topk_ids),
-                          reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl, quant);
+                          reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl, quant,
+                          zc, nc);
       return;
     }
     case MoeStage::align: {
-      if (L.gemm1_aligns) return;  // GEMM1 derives it and writes the tables
+      // GEMM1 derives it and writes the tables; the sliced kernel derives it too, but without
+      // a routing launch (precomputed topk_ids) its counters are zeroed here.
+      if (L.gemm1_aligns && !(L.sliced && in.router_logits == nullptr)) return;
       if (routing_fuses_align(s, M, in.router_logits != nullptr)) return;  // routing aligned
       const auto [za, na] = counters(true);
       const auto [zb, nb] = counters(false);
@@ -634,6 +642,10 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
         a.expert_ids = expert_ids;
         a.num_tokens_post_padded = ntpp;
         a.counters = reinterpret_cast<std::int32_t*>(ws + L.sliced_ws);
+        if (L.gemm1_aligns) {  // its blocks derive the alignment from topk_ids
+          a.topk_ids = p.topk_ids;
+          a.expert_start = rank * s.E;
+        }
         moe::launch_sliced(s, arch, impl_->sliced_stages, a, stream, pdl);
         return;
       }
@@ -722,10 +734,11 @@ bool FusedMoe::gemm2_sums_topk(std::int64_t M) const {
 bool FusedMoe::gemm1_aligns(std::int64_t M) const {
   const MoeShape& s = impl_->shape;
   const std::optional<bool>& asked = impl_->opts.alignment_in_gemm1;
-  if (asked == false || M < 1 || moe::route_align_fits(s, M) || uses_persistent_gemms(M) ||
-      uses_sliced_gemms(M) ||
-      down_config(M).SPLIT_K != 1)
+  if (asked == false || M < 1 || moe::route_align_fits(s, M) || uses_persistent_gemms(M))
     return false;
+  // The sliced kernel (opt-in itself) derives it wherever the derivation fits.
+  if (uses_sliced_gemms(M)) return moe::sliced_derives_alignment(s, M);
+  if (down_config(M).SPLIT_K != 1) return false;
   const KernelConfig& up = up_config(M);
   if (!asked.has_value() &&
       !moetune_default_alignment_in_gemm1(impl_->gpu, gemm1_fuses_act(s, M, up)))

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/sliced_plan.cuh"
+#include "kernels/common/tile_math.cuh"
 #include "moetune/error.hpp"
 
 namespace moetune::moe {
@@ -23,7 +24,13 @@ bool sliced_applies(const MoeShape& s, std::int64_t M, const std::string& arch, 
          stages >= sp::kMinStages && sliced_unfit(s).empty();
 }
 
-cuda::KernelSpec sliced_spec(const MoeShape& s, const std::string& arch, int stages) {
+bool sliced_derives_alignment(const MoeShape& s, std::int64_t M) {
+  return M >= 1 && M * s.topk <= tile_math::kInlineAlignMaxSlots &&
+         s.E <= tile_math::kInlineAlignMaxE;
+}
+
+cuda::KernelSpec sliced_spec(const MoeShape& s, const std::string& arch, int stages,
+                             bool derive_alignment) {
   const std::string why = sliced_unfit(s);
   if (!why.empty()) throw InputError("shape", s.source.empty() ? "?" : s.source, why);
   cuda::KernelSpec k;
@@ -34,9 +41,11 @@ cuda::KernelSpec sliced_spec(const MoeShape& s, const std::string& arch, int sta
                      {"K", std::to_string(s.K)},
                      {"TOPK", std::to_string(s.topk)},
                      {"SCALE_BLOCK_N", std::to_string((*s.block_shape)[0])},
-                     {"NUM_STAGES", std::to_string(stages)}};
-  k.name = fmt::format("moe_gemms_sliced_fp8b{}x{}_k{}_n{}_top{}_s{}", (*s.block_shape)[0],
-                       (*s.block_shape)[1], s.K, s.N, s.topk, stages);
+                     {"NUM_STAGES", std::to_string(stages)},
+                     {"ALIGN_E", std::to_string(derive_alignment ? s.E : 0)}};
+  k.name = fmt::format("moe_gemms_sliced_fp8b{}x{}_k{}_n{}_top{}_s{}{}", (*s.block_shape)[0],
+                       (*s.block_shape)[1], s.K, s.N, s.topk, stages,
+                       derive_alignment ? fmt::format("_ia{}", s.E) : std::string());
   return k;
 }
 
@@ -53,6 +62,15 @@ void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const
   const std::int64_t blocks = a.max_m_blocks * sp::slices(s.N);
   if (a.max_m_blocks < 1 || blocks > 0x7fffffff)
     throw InputError("max_m_blocks", std::to_string(a.max_m_blocks), "out of range");
+  const bool derive = a.topk_ids != nullptr;
+  if (derive && !sliced_derives_alignment(s, a.M))
+    throw InputError("M", std::to_string(a.M),
+                     fmt::format("the sliced kernel derives the alignment for M * topk <= {} and "
+                                 "at most {} local experts only",
+                                 tile_math::kInlineAlignMaxSlots, tile_math::kInlineAlignMaxE));
+  if (a.topk_ids == nullptr && (a.sorted_token_ids == nullptr || a.expert_ids == nullptr ||
+                                a.num_tokens_post_padded == nullptr))
+    throw InputError("sorted_token_ids", "null", "the alignment's tables (or topk_ids) are needed");
   const unsigned char* a_q = a.a_q;
   const float* a_scale = a.a_scale;
   const void* w13 = a.w13;
@@ -66,12 +84,15 @@ void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const
   const std::int32_t* ntpp = a.num_tokens_post_padded;
   long long M = a.M;
   std::int32_t* counters = a.counters;
+  const std::int32_t* topk_ids = a.topk_ids;
+  int expert_start = a.expert_start;
   void* args[] = {&a_q,  &a_scale,      &w13,    &w13_scale,  &w2,   &w2_scale, &out,
-                  &topk_weights, &sorted, &expert_ids, &ntpp, &M,   &counters};
+                  &topk_weights, &sorted, &expert_ids, &ntpp, &M,   &counters, &topk_ids,
+                  &expert_start};
   cuda::LaunchOptions lo;
   lo.pdl = pdl;
   cuda::Jit::instance()
-      .get(sliced_spec(s, arch, stages))
+      .get(sliced_spec(s, arch, stages, derive))
       ->launch(cuda::Dim3{static_cast<unsigned>(blocks), 1, 1},
                cuda::Dim3{static_cast<unsigned>(sp::kThreads), 1, 1},
                static_cast<std::size_t>(sp::smem_bytes(stages)), stream, args, lo);

@@ -37,7 +37,14 @@ int sliced_stages(int smem_per_block);
 bool sliced_applies(const MoeShape& shape, std::int64_t M, const std::string& arch,
                     int block_size_m, int stages);
 
-cuda::KernelSpec sliced_spec(const MoeShape& shape, const std::string& arch, int stages);
+// Whether the kernel can derive the alignment itself at M (common/inline_align.cuh): M * topk
+// <= tile_math::kInlineAlignMaxSlots and local experts <= kInlineAlignMaxE.
+bool sliced_derives_alignment(const MoeShape& shape, std::int64_t M);
+
+// derive_alignment: the instance that derives its m-block's expert and slots from topk_ids
+// (SlicedArgs::topk_ids set) instead of reading the alignment's tables.
+cuda::KernelSpec sliced_spec(const MoeShape& shape, const std::string& arch, int stages,
+                             bool derive_alignment = false);
 
 // int32 counters the kernel needs in the workspace (zero before the first launch; the kernel
 // leaves them zero, and FusedMoe's alignment zeroes them once per call as well).
@@ -58,6 +65,12 @@ struct SlicedArgs {
   const std::int32_t* expert_ids = nullptr;
   const std::int32_t* num_tokens_post_padded = nullptr;
   std::int32_t* counters = nullptr;         // sliced_counter_ints(), 4-byte aligned
+  // Set: the kernel derives the alignment from these [M, topk] global expert ids (M * topk <=
+  // tile_math::kInlineAlignMaxSlots) and ignores the three tables above; expert_start is the
+  // rank's first expert (EP; 0 otherwise). The counters must then be zeroed by a launch before
+  // (FusedMoe's routing launch), as no alignment launch runs.
+  const std::int32_t* topk_ids = nullptr;
+  int expert_start = 0;
 };
 // One launch of max_m_blocks x N/128 blocks, a programmatic dependent launch when pdl. Throws
 // InputError on a shape it cannot run or a missing pointer.

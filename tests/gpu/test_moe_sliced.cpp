@@ -5,9 +5,12 @@
 // tokens without a local slot must come out as exact zeros. Both sum in bf16 atomics in any
 // order, so they are compared within a tolerance, as are repeated calls and graphs of
 // back-to-back calls (the kernel zeroes out itself and leaves its counters zero); a poisoned
-// workspace and output are fine (the alignment resets the counters). `moetune check --sliced`
+// workspace and output are fine (the alignment launch resets the counters, or the routing
+// launch where the kernel derives the alignment itself, M * topk <= 256), from router logits and
+// from precomputed ids, deriving the alignment and reading its tables. `moetune check --sliced`
 // checks the kernel against fp64.
 #include <algorithm>
+#include <optional>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -53,10 +56,13 @@ std::vector<std::uint16_t> run_layer(const FusedMoe& fm, const BenchData& d, boo
 constexpr double kRunToRun = 1e-2;
 
 // skew: route every token's first slot to one expert (several m-blocks of one expert).
+// align: the sliced layer's FusedMoeOptions::alignment_in_gemm1 (unset: it derives the alignment
+// wherever that fits, M * topk <= 256; false: it reads the alignment launch's tables).
 void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<std::int64_t>& batch,
-                               bool skew = false) {
+                               bool skew = false, std::optional<bool> align = std::nullopt) {
   FusedMoeOptions on_opts, off_opts;
   on_opts.sliced_gemms = true;
+  on_opts.alignment_in_gemm1 = align;
   on_opts.rank = off_opts.rank = rank;
   FusedMoe on(s, local_gpu(), {}, {}, on_opts), off(s, local_gpu(), {}, {}, off_opts);
   std::int64_t max_M = 1;
@@ -81,8 +87,11 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
     }
     stream.synchronize();
     const auto ref = run_layer(off, d, false, stream);
-    d.sets.at(0).workspace.fill_u8(0xFF);  // the alignment must reset the kernel's counters
+    // The launch before it (the alignment's, or the routing's where the kernel derives the
+    // alignment) must reset the kernel's counters.
+    d.sets.at(0).workspace.fill_u8(0xFF);
     const auto got = run_layer(on, d, false, stream);
+    const bool derives = on.workspace_layout(M).gemm1_aligns;
     bool bad = false;
     const double diff = rel_diff(got, ref, &bad);
     // Where the stage GEMM1 fuses SiLU·up too, both quantize the same fp32 values to e4m3; the
@@ -112,6 +121,34 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
     const double d_after = rel_diff(run_layer(on, d, false, stream), got, &bad_after);
     EXPECT_FALSE(bad_after) << label << " M=" << M;
     EXPECT_LT(d_after, kRunToRun) << label << " M=" << M << ": after GEMM phases";
+    // From precomputed topk_ids / topk_weights (no routing launch: the alignment launch then
+    // zeroes the counters, also where the kernel derives the alignment), poisoned workspace.
+    double d_pre = 0;
+    {
+      BenchSet& b = d.sets.at(0);
+      const MoeWorkspaceLayout L = on.workspace_layout(M);
+      const std::size_t slots = static_cast<std::size_t>(M) * s.topk;
+      cuda::DeviceBuffer pids(slots * 4), pw(slots * 4);
+      const auto ids = b.workspace.download_as<std::int32_t>(L.topk_ids / 4 + slots);
+      pids.upload(ids.data() + L.topk_ids / 4, slots * 4);
+      const auto wts = b.workspace.download_as<float>(L.topk_weights / 4 + slots);
+      pw.upload(wts.data() + L.topk_weights / 4, slots * 4);
+      MoeInputs pre = b.inputs;
+      pre.router_logits = nullptr;
+      pre.topk_ids = pids.as<const std::int32_t>();
+      pre.topk_weights = pw.as<const float>();
+      b.workspace.fill_u8(0xFF);
+      cuda::DeviceBuffer o(static_cast<std::size_t>(M) * s.K * 2);
+      o.fill_u8(0xFF);
+      on.forward_staged(pre, d.weights, reinterpret_cast<void*>(o.ptr()),
+                        reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), stream);
+      stream.synchronize();
+      bool bad_pre = false;
+      d_pre = rel_diff(o.download_as<std::uint16_t>(static_cast<std::size_t>(M) * s.K), got,
+                       &bad_pre);
+      EXPECT_FALSE(bad_pre) << label << " M=" << M << ": precomputed ids";
+      EXPECT_LT(d_pre, kRunToRun) << label << " M=" << M << ": precomputed ids";
+    }
     // EP: a token with no slot on this rank gets exact zeros.
     std::int64_t nonzero_empty = 0;
     if (rank > 0) {
@@ -129,13 +166,14 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
       }
       EXPECT_EQ(nonzero_empty, 0) << label << " M=" << M;
     }
-    std::printf("%-5s %-32s M=%-3lld rel diff to the stage path %.2e (graph %.1e, again %.1e)\n",
+    std::printf("%-5s %-32s M=%-3lld %-7s rel diff to the stage path %.2e (graph %.1e, again "
+                "%.1e, precomputed ids %.1e)\n",
                 !bad && diff < tol && d_graph < kRunToRun && d_again < kRunToRun &&
-                        d_after < kRunToRun &&
-                        nonzero_empty == 0
+                        d_after < kRunToRun && d_pre < kRunToRun && nonzero_empty == 0
                     ? "ok"
                     : "FAIL",
-                label.c_str(), static_cast<long long>(M), diff, d_graph, d_again);
+                label.c_str(), static_cast<long long>(M), derives ? "derives" : "tables", diff,
+                d_graph, d_again, d_pre);
     std::fflush(stdout);
   }
 }
@@ -152,7 +190,12 @@ TEST_F(MoeSlicedGpu, MatchesStagePathDeepSeek) {
 
 TEST_F(MoeSlicedGpu, SkewedRoutingSeveralMBlocksOfOneExpert) {
   const MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
-  expect_matches_stage_path(s, 0, {40, 64}, true);
+  expect_matches_stage_path(s, 0, {16, 32, 40, 64}, true);  // derived at 16, 32
+}
+
+TEST_F(MoeSlicedGpu, ReadsTheTablesWhereItCouldDerive) {  // --no-align-in-gemm1
+  const MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
+  expect_matches_stage_path(s, 0, {8, 16, 32}, false, false);
 }
 
 TEST_F(MoeSlicedGpu, ExpertParallelRankOneOfTwo) {

@@ -1,7 +1,8 @@
 // The sliced GEMM kernel's host side and plan (no GPU): which shapes and sizes take it, its
-// shared memory and ring depth, the layer's use of it (only when asked, with the align launch,
-// its counters in a workspace that never shrinks), the launch's refusals, and (NVRTC) that it
-// compiles without spills on both fp8 anchors.
+// shared memory and ring depth, the layer's use of it (only when asked; deriving the alignment
+// where that fits, else with the align launch; its counters in a workspace that never shrinks),
+// the launch's refusals, and (NVRTC) that both instances compile without spills on both fp8
+// anchors.
 #include <string>
 
 #include <gtest/gtest.h>
@@ -80,10 +81,18 @@ TEST(MoeSliced, LayerUsesItWhenAskedAndNotByDefault) {
     EXPECT_FALSE(off.uses_sliced_gemms(M)) << M;
     const MoeWorkspaceLayout L = on.workspace_layout(M);
     EXPECT_TRUE(L.sliced) << M;
-    EXPECT_FALSE(L.gemm1_aligns) << M;  // the align launch resets the kernel's counters
+    // It derives the alignment (the routing launch zeroes its counters) where that fits:
+    // M * topk <= 256, and not where the routing launch aligns (M <= 5).
+    EXPECT_EQ(L.gemm1_aligns, M == 8 || M == 16) << M;
     EXPECT_GE(L.total, L.sliced_ws + sliced_counter_ints() * 4u);
     EXPECT_FALSE(off.workspace_layout(M).sliced);
   }
+  EXPECT_TRUE(on.workspace_layout(32).gemm1_aligns);   // 256 slots
+  EXPECT_FALSE(on.workspace_layout(33).gemm1_aligns);  // 264: the tables
+  FusedMoeOptions no_align = o;
+  no_align.alignment_in_gemm1 = false;
+  EXPECT_FALSE(FusedMoe(q, h200, {}, {}, no_align).workspace_layout(8).gemm1_aligns);
+  EXPECT_TRUE(FusedMoe(q, h200, {}, {}, no_align).workspace_layout(8).sliced);
   EXPECT_FALSE(on.uses_sliced_gemms(kSlicedMaxTokens + 1));
   EXPECT_FALSE(on.workspace_layout(kSlicedMaxTokens + 1).sliced);
   std::size_t prev = 0;
@@ -129,25 +138,44 @@ TEST(MoeSliced, LaunchRefusesMissingOrMisalignedPointers) {
   EXPECT_EQ(field_of(a, 7), "stages");
   a.max_m_blocks = 0;
   EXPECT_EQ(field_of(a, 4), "max_m_blocks");
+  a.max_m_blocks = 64;
+  EXPECT_EQ(field_of(a, 4), "sorted_token_ids");  // neither the tables nor topk_ids
+  std::int32_t ids[1] = {};
+  a.topk_ids = ids;
+  a.M = 33;  // 264 slots: past what the derivation holds
+  EXPECT_EQ(field_of(a, 4), "M");
+}
+
+TEST(MoeSliced, DerivingInstanceIsItsOwnKernel) {
+  const MoeShape q = anchor(0, "fp8_block");
+  EXPECT_TRUE(sliced_derives_alignment(q, 32));
+  EXPECT_FALSE(sliced_derives_alignment(q, 33));
+  EXPECT_FALSE(sliced_derives_alignment(q, 0));
+  const cuda::KernelSpec d = sliced_spec(q, "sm_90a", 4, true);
+  EXPECT_EQ(d.name, "moe_gemms_sliced_fp8b128x128_k3072_n256_top8_s4_ia256");
+  EXPECT_NE(d.name, sliced_spec(q, "sm_90a", 4).name);
+  EXPECT_EQ(d.template_args.back(), (std::pair<std::string, std::string>{"ALIGN_E", "256"}));
+  EXPECT_EQ(sliced_spec(q, "sm_90a", 4).template_args.back().second, "0");
 }
 
 class SlicedNvrtc : public test_support::NvrtcTest {};
 
 // 384 threads at one block per SM (the kernel's __launch_bounds__(384, 1)): no spills on either
-// fp8 anchor, at the layer's ring depth and the shallowest.
+// fp8 anchor, at the layer's ring depth and the shallowest, reading the tables or deriving them.
 TEST_F(SlicedNvrtc, CompilesWithoutSpillsOnTheAnchors) {
   test_support::ScratchJit jit("sliced-nvrtc");
   for (int i : {0, 1})
-    for (int stages : {2, kSlicedStages}) {
-      cuda::KernelSpec k = sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages);
-      k.options.push_back("--ptxas-options=-v");
-      const cuda::CompiledKernel c = jit->compile(k);
-      ASSERT_FALSE(c.cubin.empty()) << c.log;
-      const int regs = test_support::ptxas_count(c.log, "Used ([0-9]+) registers");
-      EXPECT_GT(regs, 0) << c.log;
-      EXPECT_LE(regs, 168) << k.name;
-      EXPECT_EQ(test_support::ptxas_count(c.log, "([0-9]+) bytes spill stores"), 0) << c.log;
-    }
+    for (int stages : {2, kSlicedStages})
+      for (bool derive : {false, true}) {
+        cuda::KernelSpec k = sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, derive);
+        k.options.push_back("--ptxas-options=-v");
+        const cuda::CompiledKernel c = jit->compile(k);
+        ASSERT_FALSE(c.cubin.empty()) << c.log;
+        const int regs = test_support::ptxas_count(c.log, "Used ([0-9]+) registers");
+        EXPECT_GT(regs, 0) << c.log;
+        EXPECT_LE(regs, 168) << k.name;
+        EXPECT_EQ(test_support::ptxas_count(c.log, "([0-9]+) bytes spill stores"), 0) << c.log;
+      }
 }
 
 }  // namespace
