@@ -96,9 +96,13 @@ struct FusedMoeOptions {
   // GEMM1, SiLU·up and its quantization, and GEMM2's share over those columns, adding into out:
   // one launch for both GEMMs and the top-k sum, with GEMM2's weights streaming while GEMM1's
   // epilogue runs and no grid that must be resident at once. The gemm1 stage then runs it, the
-  // act, gemm2 and reduce stages enqueue nothing, and the alignment has its own launch (it
-  // resets the kernel's counters). Off by default while it is measured; `--sliced` turns it on.
-  bool sliced_gemms = false;
+  // act, gemm2 and reduce stages enqueue nothing; the kernel derives the alignment where
+  // M * topk <= 256 (see alignment_in_gemm1), else the alignment launch writes its tables and
+  // resets its counters. Unset: moetune's default (moetune_default_sliced_gemms: on
+  // the H100 SXM where its blocks fit one wave and it derives the alignment, M = 6..8 on the
+  // anchors; off elsewhere); true: wherever it applies (`--sliced`); false: never
+  // (`--no-sliced`).
+  std::optional<bool> sliced_gemms;
   // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+): GEMM1's blocks zero
   // `out`, GEMM2 adds each slot's row (times its routed weight, rounded to the output dtype) into
   // its token's row of out with bf16/fp16 atomics (red.global.add), and MoeStage::reduce
@@ -249,7 +253,8 @@ class FusedMoe {
   // the GPU's SMs and shared memory, and moe::persistent_applies at M with M's up config).
   bool uses_persistent_gemms(std::int64_t M) const;
   // Whether the gemm1 stage runs the sliced GEMM kernel for M tokens (options.sliced_gemms, the
-  // GPU's shared memory, moe::sliced_applies at M with M's up config, not the persistent one).
+  // GPU's shared memory, moe::sliced_applies at M with M's up config, not the persistent one;
+  // unset: moetune_default_sliced_gemms, where the kernel derives the alignment).
   bool uses_sliced_gemms(std::int64_t M) const;
   // Whether the stage path folds the top-k sum into GEMM2 for M tokens
   // (options.topk_sum_in_gemm2, gemm2_sums_topk_applies, not the persistent kernel). A 16-bit

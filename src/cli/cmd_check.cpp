@@ -21,7 +21,7 @@ struct CheckCliOptions {
   const CLI::Option* configs_opt = nullptr;
   const CLI::Option* seed_opt = nullptr;
   bool layer_only = false, verbose = false, deterministic = false, align_in_gemm1 = false,
-       no_align_in_gemm1 = false, sliced = false;
+       no_align_in_gemm1 = false, sliced = false, no_sliced = false;
 };
 
 std::vector<std::string> split_list(const std::string& field, const std::string& text) {
@@ -70,7 +70,7 @@ int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
   opts.stages = !o.layer_only;
   opts.topk_sum_in_gemm2 = !o.deterministic;
   if (o.align_in_gemm1 || o.no_align_in_gemm1) opts.alignment_in_gemm1 = o.align_in_gemm1;
-  opts.sliced_gemms = o.sliced;
+  if (o.sliced || o.no_sliced) opts.sliced_gemms = o.sliced;
 
   const bool own_model = g.given("model") || g.given("experts") || g.given("topk") ||
                          g.given("intermediate") || g.given("hidden");
@@ -161,9 +161,12 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
   sub->add_flag("--no-align-in-gemm1", o->no_align_in_gemm1,
                 "check layers with the align launch at every size")
       ->excludes(on);
-  sub->add_flag("--sliced", o->sliced,
-                "check block-fp8 layers with the sliced GEMM kernel where it applies (sm_90a, "
-                "M <= 64)");
+  CLI::Option* sliced = sub->add_flag(
+      "--sliced", o->sliced,
+      "check block-fp8 layers with the sliced GEMM kernel wherever it applies (sm_90a, M <= 64; "
+      "default: the GPU's rule, on the H100 SXM while its blocks fit one wave)");
+  sub->add_flag("--no-sliced", o->no_sliced, "check layers without the sliced kernel")
+      ->excludes(sliced);
   return {{sub, [&g, o] { return run_check_command(g, *o); }}};
 }
 

@@ -66,10 +66,13 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
   sub.add_flag("--persistent", o.persistent,
                "block fp8 on sm_90a at M <= 32: GEMM1 and GEMM2 in one persistent kernel "
                "(default: two stage kernels; the persistent one is slower on the H200 so far)");
-  sub.add_flag("--sliced", o.sliced,
-               "block fp8 on sm_90a at M <= 64: GEMM1, SiLU·up and GEMM2 with the top-k sum in "
-               "one kernel, a block per 128 columns of the intermediate (default: the stage "
-               "kernels; being measured)");
+  CLI::Option* sliced = sub.add_flag(
+      "--sliced", o.sliced,
+      "block fp8 on sm_90a at M <= 64: GEMM1, SiLU·up and GEMM2 with the top-k sum in one "
+      "kernel, a block per 128 columns of the intermediate (default: on the H100 SXM while its "
+      "blocks fit one wave, M = 6..8 on the anchors; the stage kernels elsewhere)");
+  sub.add_flag("--no-sliced", o.no_sliced, "never the sliced kernel (default: see --sliced)")
+      ->excludes(sliced);
   sub.add_flag("--deterministic", o.deterministic,
                "bit-reproducible output: the top-k sum as its own launch in a fixed order "
                "(default on sm_90+: GEMM2 adds each slot's row into the output with atomics, "
@@ -89,7 +92,7 @@ FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
   f.pdl = !o.no_pdl;
   f.decode_kernels = !o.no_decode_kernels;
   f.persistent_gemms = o.persistent;
-  f.sliced_gemms = o.sliced;
+  if (o.sliced || o.no_sliced) f.sliced_gemms = o.sliced;
   f.topk_sum_in_gemm2 = !o.deterministic;
   if (o.align_in_gemm1 || o.no_align_in_gemm1) f.alignment_in_gemm1 = o.align_in_gemm1;
   return f;

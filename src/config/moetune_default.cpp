@@ -171,6 +171,18 @@ bool moetune_default_alignment_in_gemm1(const GpuSpec& gpu, bool gemm1_fuses_act
   return h100_sxm(gpu) && gemm1_fuses_act;
 }
 
+bool moetune_default_sliced_gemms(const GpuSpec& gpu, const MoeShape& shape, int M) {
+  if (!h100_sxm(gpu) || M < 1 || shape.E <= 0 || shape.N % 128 != 0) return false;
+  // Uniform routing: this rank's experts with any slot, and one standard deviation of that count.
+  const int E_global = std::max(shape.E_global, shape.E);
+  const double share = static_cast<double>(shape.topk) / E_global;
+  const double p = 1.0 - std::pow(std::max(0.0, 1.0 - share), static_cast<double>(M));
+  const double active = shape.E * p, sd = std::sqrt(shape.E * p * (1.0 - p));
+  // A block per (active expert, 128-column slice) while one more m-block per expert is rare.
+  const double slots_per_active = active > 0 ? M * share * shape.E / active : 0.0;
+  return slots_per_active <= 16.0 && (active + sd) * (shape.N / 128) <= gpu.sm_count;
+}
+
 KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, int M, bool down) {
   const bool fp8 = shape.dtype == Dtype::fp8_w8a8;
   const ValidationTarget target{shape.dtype, shape.block_shape, &gpu};

@@ -53,8 +53,9 @@ struct CheckOptions {
   // FusedMoeOptions::alignment_in_gemm1 of the layers checked (unset: the GPU's default;
   // `check --align-in-gemm1`: true; `--no-align-in-gemm1`: false).
   std::optional<bool> alignment_in_gemm1;
-  // FusedMoeOptions::sliced_gemms of the layers checked (`check --sliced`).
-  bool sliced_gemms = false;
+  // FusedMoeOptions::sliced_gemms of the layers checked (`check --sliced`, `--no-sliced`;
+  // unset: moetune's default).
+  std::optional<bool> sliced_gemms;
 };
 
 struct CheckResult {

@@ -224,7 +224,7 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
     impl_->persistent_stages = moe::persistent_stages(shape, gpu.smem_per_block_bytes);
     impl_->persistent_grid = impl_->persistent_stages > 0 ? gpu.sm_count : 0;
   }
-  if (opts.sliced_gemms && impl_->arch == "sm_90a" && moe::sliced_unfit(shape).empty())
+  if (opts.sliced_gemms != false && impl_->arch == "sm_90a" && moe::sliced_unfit(shape).empty())
     impl_->sliced_stages = moe::sliced_stages(gpu.smem_per_block_bytes);
   impl_->opts = std::move(opts);
 }
@@ -720,10 +720,17 @@ bool FusedMoe::uses_persistent_gemms(std::int64_t M) const {
 }
 
 bool FusedMoe::uses_sliced_gemms(std::int64_t M) const {
-  return impl_->sliced_stages > 0 &&
-         moe::sliced_applies(impl_->shape, M, impl_->arch, up_config(M).BLOCK_SIZE_M,
-                             impl_->sliced_stages) &&
-         !uses_persistent_gemms(M);
+  const MoeShape& s = impl_->shape;
+  if (impl_->sliced_stages <= 0 ||
+      !moe::sliced_applies(s, M, impl_->arch, up_config(M).BLOCK_SIZE_M, impl_->sliced_stages) ||
+      uses_persistent_gemms(M))
+    return false;
+  if (impl_->opts.sliced_gemms.has_value()) return true;  // asked for (false: no stages)
+  // moetune's default: measured only with the kernel deriving the alignment (gemm1_aligns's
+  // conditions for it, without calling it: it asks this function).
+  return impl_->opts.alignment_in_gemm1 != false && !moe::route_align_fits(s, M) &&
+         moe::sliced_derives_alignment(s, M) &&
+         moetune_default_sliced_gemms(impl_->gpu, s, static_cast<int>(M));
 }
 
 bool FusedMoe::gemm2_sums_topk(std::int64_t M) const {

@@ -70,7 +70,7 @@ TEST(MoeSliced, AppliesAtDecodeSizesOnSm90a) {
   EXPECT_FALSE(sliced_applies(anchor(0, "bf16"), 8, "sm_90a", 16, 4));
 }
 
-TEST(MoeSliced, LayerUsesItWhenAskedAndNotByDefault) {
+TEST(MoeSliced, LayerUsesItWhenAskedAndNotByDefaultOnTheH200) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   const MoeShape q = anchor(0, "fp8_block");
   FusedMoeOptions o;
@@ -111,6 +111,38 @@ TEST(MoeSliced, LayerUsesItWhenAskedAndNotByDefault) {
   EXPECT_TRUE(both.uses_persistent_gemms(8));
   EXPECT_FALSE(both.uses_sliced_gemms(8));
   EXPECT_TRUE(both.uses_sliced_gemms(64));  // past the persistent kernel's 32 tokens
+}
+
+TEST(MoeSliced, DefaultOnTheH100WhileItsBlocksFitOneWave) {
+  // moetune_default_sliced_gemms: the H100 SXM only; both anchors (E = 256, topk 8, N = 256: two
+  // slices) at M = 6..8, where the kernel derives the alignment (M <= 5: the routing launch
+  // aligns) and its blocks fit the 132 SMs with a standard deviation to spare (M = 9: 141).
+  const GpuSpec& h100 = require_gpu("NVIDIA H100 80GB HBM3");
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  for (int i : {0, 1}) {
+    const MoeShape s = anchor(i, "fp8_block");
+    const FusedMoe def(s, h100), h200_def(s, h200);
+    for (std::int64_t M = 1; M <= 70; ++M) {
+      const bool want = M >= 6 && M <= 8;
+      EXPECT_EQ(def.uses_sliced_gemms(M), want) << s.source << " M=" << M;
+      if (want) EXPECT_TRUE(def.workspace_layout(M).gemm1_aligns) << M;
+      EXPECT_FALSE(h200_def.uses_sliced_gemms(M)) << M;
+    }
+    EXPECT_TRUE(moetune_default_sliced_gemms(h100, s, 8));
+    EXPECT_FALSE(moetune_default_sliced_gemms(h100, s, 9));
+    EXPECT_FALSE(moetune_default_sliced_gemms(h200, s, 8));
+    FusedMoeOptions off, no_align;
+    off.sliced_gemms = false;
+    no_align.alignment_in_gemm1 = false;  // the default was measured deriving it only
+    EXPECT_FALSE(FusedMoe(s, h100, {}, {}, off).uses_sliced_gemms(8));
+    EXPECT_FALSE(FusedMoe(s, h100, {}, {}, no_align).uses_sliced_gemms(8));
+  }
+  // Four slices (N = 512): twice the blocks, so one wave holds fewer tokens (M <= 3).
+  MoeShape wide = anchor(0, "fp8_block");
+  wide.N = 512;
+  EXPECT_TRUE(moetune_default_sliced_gemms(h100, wide, 3));
+  EXPECT_FALSE(moetune_default_sliced_gemms(h100, wide, 5));
+  EXPECT_FALSE(moetune_default_sliced_gemms(h100, anchor(0, "fp8_block"), 0));
 }
 
 TEST(MoeSliced, LaunchRefusesMissingOrMisalignedPointers) {
