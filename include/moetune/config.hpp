@@ -126,8 +126,9 @@ bool moetune_default_alignment_in_gemm1(const GpuSpec& gpu, bool gemm1_fuses_act
 // experts counted for uniform routing plus one standard deviation) fit one wave of the GPU's
 // SMs, where it was measured to win. Layer A/B on one H100 SXM, three interleaved runs a side
 // (bench/results/2026-12-06_thirtyfourth_session.md): Qwen3.5 fp8 TP4 / DeepSeek-V3 fp8 TP8
-// at M = 6, 7, 8 -13.1 / -5.6%, -4.8 / +0.2%, -5.3 / -1.5%; past one wave it lost: M = 10
-// +16.4 / +15.4%, 12 +4.6 / +9.8%, 16..32 +0.6..+3.1%. Both anchors take it at M = 6..8.
+// at M = 6, 7, 8 -13.1 / -5.6%, -4.7 / +0.2%, -5.1..-5.3 / -1.3..-1.5% (two calls); past one
+// wave it lost: M = 10 +16.5 / +15.4%, 12 +4.6 / +9.8%, 16..32 +0.6..+3.1%. Both anchors take it
+// at M = 6..8.
 bool moetune_default_sliced_gemms(const GpuSpec& gpu, const MoeShape& shape, int M);
 // The common 18 batch sizes: 1, 2, 4, ..., 4096.
 const std::vector<int>& default_batch_sizes();
