@@ -13,8 +13,11 @@
 #   bench/tables/fp8_up_fused_band) at M = 8..32, three runs. Prediction: bars as the
 #   twenty-fifth session within the spread; align -0.5..-1% where fused (M = 8, 24..32), f4 at
 #   M = 16 / 20 unknown (s3 there lost +0.3% / +1.9% at M = 16 on the H200). Since the
-#   thirty-third session also --sliced (the sliced GEMM kernel; on the H100 -2.1% at Qwen3.5
-#   M = 8, +1..+3% elsewhere): prediction on the H200 -1..-4% at M = 8, a loss at M >= 16.
+#   thirty-fourth session also --sliced (the sliced GEMM kernel deriving the alignment, the
+#   H100's default at M = 6..8, where it won -13 / -5 / -5% on Qwen3.5 and -6 / 0 / -1.4% on
+#   DeepSeek-V3): prediction on the H200 (132 SMs too, faster memory) a win at M = 6..8 of
+#   about the same size, a loss at M >= 16; if so, drop the h100_sxm guard of
+#   moetune_default_sliced_gemms (src/config/moetune_default.cpp).
 # H200_ONLY=1: on any other GPU stop at once (the H100 half is done: thirty-first session).
 # SKIP_BARS=1: on an H200 only the A/B of the two H100 rules (about 2 minutes with AB_RUNS=1).
 # AB_RUNS (default 3): interleaved runs of each A/B side, fewer when device time is short.
@@ -52,7 +55,7 @@ if [[ "$gpu" == *H200* ]]; then
   # What is left of the call (CALL_S, default 600 s, less 30 for the copy back) bounds the A/B.
   left=$((${CALL_S:-600} - 30 - SECONDS)); [ "$left" -gt 300 ] && left=300
   [ "$left" -lt 20 ] && left=20
-  OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=${AB_RUNS:-3} BENCH_BATCH=8,16,20,24,32 BENCH_MODELS="$M2" \
+  OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=${AB_RUNS:-3} BENCH_BATCH=6,7,8,16,20,24,32 BENCH_MODELS="$M2" \
     SIDES="new!measured-ceilings new!align-in-gemm1!measured-ceilings new!measured-ceilings+$T/f4.json new!align-in-gemm1!measured-ceilings+$T/f4.json new!sliced!measured-ceilings" \
     timeout -k 5 "$left" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
   echo "stage_ab: exit $? (limit ${left} s)"
