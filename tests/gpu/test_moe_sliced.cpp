@@ -181,7 +181,8 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
 
 TEST_F(MoeSlicedGpu, MatchesStagePathQwen) {
   const MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
-  expect_matches_stage_path(s, 0, {1, 5, 6, 7, 8, 13, 16, 24, 32, 64});  // 6..8: the H100's default
+  // M = 6..8: the H100's default.
+  expect_matches_stage_path(s, 0, {1, 5, 6, 7, 8, 13, 16, 24, 32, 64});
 }
 
 TEST_F(MoeSlicedGpu, MatchesStagePathDeepSeek) {
