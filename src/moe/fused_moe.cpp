@@ -743,7 +743,7 @@ bool FusedMoe::gemm1_aligns(std::int64_t M) const {
   const std::optional<bool>& asked = impl_->opts.alignment_in_gemm1;
   if (asked == false || M < 1 || moe::route_align_fits(s, M) || uses_persistent_gemms(M))
     return false;
-  // The sliced kernel (opt-in itself) derives it wherever the derivation fits.
+  // The sliced kernel (asked for, or the H100's default) derives it wherever that fits.
   if (uses_sliced_gemms(M)) return moe::sliced_derives_alignment(s, M);
   if (down_config(M).SPLIT_K != 1) return false;
   const KernelConfig& up = up_config(M);
