@@ -48,6 +48,15 @@ bool routing_fuses_align(const MoeShape& shape, std::int64_t M, bool router_logi
   return router_logits && moe::route_align_fits(shape, M);
 }
 
+namespace {
+// Whether the sliced kernel, where it runs at M, derives the alignment (FusedMoe::gemm1_aligns):
+// not switched off, not where the routing launch aligns, within the derivation's limits.
+bool sliced_derives(const FusedMoeOptions& o, const MoeShape& shape, std::int64_t M) {
+  return o.alignment_in_gemm1 != false && !moe::route_align_fits(shape, M) &&
+         moe::sliced_derives_alignment(shape, M);
+}
+}  // namespace
+
 bool decode_kernels_apply(const MoeShape& shape, std::int64_t M) {
   // forward() asks at every call: above kDecodeMaxTokens the shape's checks are not needed.
   return M >= 1 && M <= moe::kDecodeMaxTokens && M <= moe::decode_max_tokens(shape);
@@ -726,10 +735,8 @@ bool FusedMoe::uses_sliced_gemms(std::int64_t M) const {
       uses_persistent_gemms(M))
     return false;
   if (impl_->opts.sliced_gemms.has_value()) return true;  // asked for (false: no stages)
-  // moetune's default: measured only with the kernel deriving the alignment (gemm1_aligns's
-  // conditions for it, without calling it: it asks this function).
-  return impl_->opts.alignment_in_gemm1 != false && !moe::route_align_fits(s, M) &&
-         moe::sliced_derives_alignment(s, M) &&
+  // moetune's default: measured only with the kernel deriving the alignment.
+  return sliced_derives(impl_->opts, s, M) &&
          moetune_default_sliced_gemms(impl_->gpu, s, static_cast<int>(M));
 }
 
@@ -744,7 +751,7 @@ bool FusedMoe::gemm1_aligns(std::int64_t M) const {
   if (asked == false || M < 1 || moe::route_align_fits(s, M) || uses_persistent_gemms(M))
     return false;
   // The sliced kernel (asked for, or the H100's default) derives it wherever that fits.
-  if (uses_sliced_gemms(M)) return moe::sliced_derives_alignment(s, M);
+  if (uses_sliced_gemms(M)) return sliced_derives(impl_->opts, s, M);
   if (down_config(M).SPLIT_K != 1) return false;
   const KernelConfig& up = up_config(M);
   if (!asked.has_value() &&
