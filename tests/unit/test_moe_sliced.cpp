@@ -11,6 +11,7 @@
 #include "moe/check.hpp"
 #include "moe/reference.hpp"
 #include "moe/sliced.hpp"
+#include "moe/stages.hpp"
 #include "moetune/error.hpp"
 #include "moetune/fused_moe.hpp"
 #include "moetune/gpu_spec.hpp"
@@ -176,6 +177,24 @@ TEST(MoeSliced, LaunchRefusesMissingOrMisalignedPointers) {
   a.topk_ids = ids;
   a.M = 33;  // 264 slots: past what the derivation holds
   EXPECT_EQ(field_of(a, 4), "M");
+}
+
+// The routing launch zeroes the kernel's counters where it derives the alignment: a range it
+// cannot zero is refused before any launch.
+TEST(MoeSliced, RoutingRefusesABadZeroRange) {
+  const MoeShape q = anchor(0, "fp8_block");  // softmax routing, no correction bias
+  auto field_of = [&](std::int32_t* zero, int n) -> std::string {
+    try {
+      launch_routing(q, "sm_90a", nullptr, nullptr, nullptr, nullptr, 8, nullptr, false, nullptr,
+                     zero, n);
+    } catch (const InputError& e) {
+      return e.field();
+    }
+    return "";
+  };
+  std::int32_t counters[3] = {};
+  EXPECT_EQ(field_of(counters, -1), "zero_n");
+  EXPECT_EQ(field_of(nullptr, 3), "zero_n");
 }
 
 TEST(MoeSliced, DerivingInstanceIsItsOwnKernel) {
