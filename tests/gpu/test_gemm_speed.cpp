@@ -219,9 +219,10 @@ void run_sweep(const std::string& out_dir, const std::vector<int64_t>& Ms,
       if (quick && cands.size() > 2) cands.resize(2);
       // MOETUNE_GEMM_BENCH_CONFIGS=m64n64k128_g8_w4_s4_sk1,...: only these (e.g. under ncu).
       if (const char* keep = std::getenv("MOETUNE_GEMM_BENCH_CONFIGS"); keep && *keep) {
-        const std::string list = std::string(",") + keep + ",";
+        // fmt, not operator+: GCC 12 gives a -Wrestrict false positive on "," + std::string.
+        const std::string list = fmt::format(",{},", keep);
         std::erase_if(cands, [&](const KernelConfig& c) {
-          return list.find("," + config_name(c) + ",") == std::string::npos;
+          return list.find(fmt::format(",{},", config_name(c))) == std::string::npos;
         });
       }
       std::vector<cuda::KernelSpec> specs;
