@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "kernels/common/persistent_plan.cuh"
+#include "moe/block_fp8_spec.hpp"
 #include "moe/reference.hpp"
 #include "moetune/error.hpp"
 
@@ -11,9 +12,7 @@ namespace moetune::moe {
 namespace pp = persistent_plan;
 
 std::string persistent_unfit(const MoeShape& s) {
-  if (s.dtype != Dtype::fp8_w8a8 || !s.block_shape) return "the kernel is block fp8 only";
-  const char* why = pp::shape_violation(s.N, s.K, (*s.block_shape)[0], (*s.block_shape)[1]);
-  return why == nullptr ? "" : why;
+  return block_fp8_unfit(s, pp::shape_violation);
 }
 
 int persistent_stages(const MoeShape& s, int smem_per_block) {
@@ -29,20 +28,8 @@ bool persistent_applies(const MoeShape& s, std::int64_t M, const std::string& ar
 }
 
 cuda::KernelSpec persistent_spec(const MoeShape& s, const std::string& arch, int stages) {
-  const std::string why = persistent_unfit(s);
-  if (!why.empty()) throw InputError("shape", s.source.empty() ? "?" : s.source, why);
-  cuda::KernelSpec k;
-  k.file = "moe_gemms_persistent_sm90a.cuh";
-  k.kernel = "moetune::moe_gemms_persistent";
-  k.arch = arch;
-  k.template_args = {{"N", std::to_string(s.N)},
-                     {"K", std::to_string(s.K)},
-                     {"TOPK", std::to_string(s.topk)},
-                     {"SCALE_BLOCK_N", std::to_string((*s.block_shape)[0])},
-                     {"NUM_STAGES", std::to_string(stages)}};
-  k.name = fmt::format("moe_gemms_persistent_fp8b{}x{}_k{}_n{}_top{}_s{}", (*s.block_shape)[0],
-                       (*s.block_shape)[1], s.K, s.N, s.topk, stages);
-  return k;
+  return block_fp8_spec(s, pp::shape_violation, arch, "moe_gemms_persistent_sm90a.cuh",
+                        "moetune::moe_gemms_persistent", "moe_gemms_persistent", stages);
 }
 
 int persistent_counter_ints(const MoeShape& s, std::int64_t max_m_blocks) {

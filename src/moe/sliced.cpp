@@ -5,16 +5,13 @@
 
 #include "kernels/common/sliced_plan.cuh"
 #include "kernels/common/tile_math.cuh"
+#include "moe/block_fp8_spec.hpp"
 #include "moetune/error.hpp"
 
 namespace moetune::moe {
 namespace sp = sliced_plan;
 
-std::string sliced_unfit(const MoeShape& s) {
-  if (s.dtype != Dtype::fp8_w8a8 || !s.block_shape) return "the kernel is block fp8 only";
-  const char* why = sp::shape_violation(s.N, s.K, (*s.block_shape)[0], (*s.block_shape)[1]);
-  return why == nullptr ? "" : why;
-}
+std::string sliced_unfit(const MoeShape& s) { return block_fp8_unfit(s, sp::shape_violation); }
 
 int sliced_stages(int smem_per_block) { return sp::stages_for(kSlicedStages, smem_per_block); }
 
@@ -31,22 +28,10 @@ bool sliced_derives_alignment(const MoeShape& s, std::int64_t M) {
 
 cuda::KernelSpec sliced_spec(const MoeShape& s, const std::string& arch, int stages,
                              bool derive_alignment) {
-  const std::string why = sliced_unfit(s);
-  if (!why.empty()) throw InputError("shape", s.source.empty() ? "?" : s.source, why);
-  cuda::KernelSpec k;
-  k.file = "moe_gemms_sliced_sm90a.cuh";
-  k.kernel = "moetune::moe_gemms_sliced";
-  k.arch = arch;
-  k.template_args = {{"N", std::to_string(s.N)},
-                     {"K", std::to_string(s.K)},
-                     {"TOPK", std::to_string(s.topk)},
-                     {"SCALE_BLOCK_N", std::to_string((*s.block_shape)[0])},
-                     {"NUM_STAGES", std::to_string(stages)},
-                     {"ALIGN_E", std::to_string(derive_alignment ? s.E : 0)}};
-  k.name = fmt::format("moe_gemms_sliced_fp8b{}x{}_k{}_n{}_top{}_s{}{}", (*s.block_shape)[0],
-                       (*s.block_shape)[1], s.K, s.N, s.topk, stages,
-                       derive_alignment ? fmt::format("_ia{}", s.E) : std::string());
-  return k;
+  return block_fp8_spec(s, sp::shape_violation, arch, "moe_gemms_sliced_sm90a.cuh",
+                        "moetune::moe_gemms_sliced", "moe_gemms_sliced", stages,
+                        {{"ALIGN_E", std::to_string(derive_alignment ? s.E : 0)}},
+                        derive_alignment ? fmt::format("_ia{}", s.E) : std::string());
 }
 
 int sliced_counter_ints() { return sp::kCounterInts; }
