@@ -150,9 +150,10 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
   o->seed_opt = sub->add_option("--seed", o->seed, "random seed, a positive integer (default: fresh)")->type_name("N");
   sub->add_flag("--layer-only", o->layer_only, "check the whole layer only, not each stage");
   sub->add_flag("--verbose", o->verbose, "print every check, not only layers and failures");
-  sub->add_flag("--deterministic", o->deterministic,
-                "check the layer with the separate top-k sum (default on sm_90+: GEMM2 adds it "
-                "into the output with atomics)");
+  CLI::Option* deterministic = sub->add_flag(
+      "--deterministic", o->deterministic,
+      "check the layer with the separate top-k sum and without the sliced kernel (default on "
+      "sm_90+: GEMM2 adds it into the output with atomics)");
   CLI::Option* on = sub->add_flag(
       "--align-in-gemm1", o->align_in_gemm1,
       "check layers whose GEMM1 derives the alignment itself at decode sizes wherever it can "
@@ -164,9 +165,10 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
   CLI::Option* sliced = sub->add_flag(
       "--sliced", o->sliced,
       "check block-fp8 layers with the sliced GEMM kernel wherever it applies (sm_90a, M <= 64; "
-      "default: the GPU's rule, on the H100 SXM while its blocks fit one wave)");
+      "default: the GPU's rule, on the H100 SXM and H200 while its blocks fit one wave)");
   sub->add_flag("--no-sliced", o->no_sliced, "check layers without the sliced kernel")
       ->excludes(sliced);
+  sliced->excludes(deterministic);  // the sliced kernel's adds land in any order
   return {{sub, [&g, o] { return run_check_command(g, *o); }}};
 }
 

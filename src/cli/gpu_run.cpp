@@ -69,14 +69,15 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
   CLI::Option* sliced = sub.add_flag(
       "--sliced", o.sliced,
       "block fp8 on sm_90a at M <= 64: GEMM1, SiLU·up and GEMM2 with the top-k sum in one "
-      "kernel, a block per 128 columns of the intermediate (default: on the H100 SXM while its "
-      "blocks fit one wave, M = 6..8 on the anchors; the stage kernels elsewhere)");
+      "kernel, a block per 128 columns of the intermediate (default: on the H100 SXM and H200 "
+      "while its blocks fit one wave, M = 6..8 on the anchors; the stage kernels elsewhere)");
   sub.add_flag("--no-sliced", o.no_sliced, "never the sliced kernel (default: see --sliced)")
       ->excludes(sliced);
   sub.add_flag("--deterministic", o.deterministic,
-               "bit-reproducible output: the top-k sum as its own launch in a fixed order "
-               "(default on sm_90+: GEMM2 adds each slot's row into the output with atomics, "
-               "whose order varies from run to run)");
+               "bit-reproducible output: the top-k sum as its own launch in a fixed order, and "
+               "never the sliced kernel (default on sm_90+: GEMM2 adds each slot's row into the "
+               "output with atomics, whose order varies from run to run)")
+      ->excludes(sliced);
   CLI::Option* on = sub.add_flag(
       "--align-in-gemm1", o.align_in_gemm1,
       "GEMM1 derives the alignment from topk_ids in each block at decode sizes and writes the "

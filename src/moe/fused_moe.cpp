@@ -730,7 +730,8 @@ bool FusedMoe::uses_persistent_gemms(std::int64_t M) const {
 
 bool FusedMoe::uses_sliced_gemms(std::int64_t M) const {
   const MoeShape& s = impl_->shape;
-  if (impl_->sliced_stages <= 0 ||
+  // Its GEMM2 adds into out with atomics: never where out must be bit-reproducible.
+  if (impl_->sliced_stages <= 0 || !impl_->opts.topk_sum_in_gemm2 ||
       !moe::sliced_applies(s, M, impl_->arch, up_config(M).BLOCK_SIZE_M, impl_->sliced_stages) ||
       uses_persistent_gemms(M))
     return false;

@@ -109,6 +109,12 @@ class BadInput(CliTestCase):
                 self.assertExactError(
                     [cmd, "--align-in-gemm1", "--no-align-in-gemm1"],
                     "--align-in-gemm1 excludes --no-align-in-gemm1 (see moetune --help)")
+                # The sliced kernel's adds land in any order: no bit-reproducible output. CLI11
+                # names first the flag declared first (check declares --deterministic first).
+                pair = ("--deterministic", "--sliced") if cmd == "check" else (
+                    "--sliced", "--deterministic")
+                self.assertExactError([cmd, "--sliced", "--deterministic"],
+                                      f"{pair[0]} excludes {pair[1]} (see moetune --help)")
 
     def test_global_options_on_either_side(self):
         a = run("--tp", "0", "shapes")

@@ -64,6 +64,7 @@ void expect_close(const MoeShape& s, int rank, const std::vector<std::int64_t>& 
   fold.rank = det.rank = rank;
   fold.decode_kernels = det.decode_kernels = false;  // the stage kernels at every M
   det.topk_sum_in_gemm2 = false;
+  fold.sliced_gemms = false;  // the stage GEMM2's fold (the sliced kernel: test_moe_sliced.cpp)
   FusedMoe f(s, local_gpu(), {}, {}, fold), g(s, local_gpu(), {}, {}, det);
   std::int64_t max_M = 1;
   for (auto M : batch) max_M = std::max(max_M, M);

@@ -129,8 +129,9 @@ TEST(MoeFused, TopkSumInGemm2FromSm90) {
   }
 }
 
-// GEMM1 deriving the alignment: off by default; when asked, on the H200 for block fp8 at
-// M = 7..32 on both anchors (swap-AB wgmma tiles without split-K; M = 6's GEMM1 is split-K 2),
+// The stage GEMM1 deriving the alignment (the sliced kernel off: it derives its own): off by
+// default on the H200 (M = 12 here; M = 6..8 run the sliced kernel by default); when asked, for
+// block fp8 at M = 7..32 on both anchors (swap-AB wgmma tiles without split-K; M = 6's GEMM1 is split-K 2),
 // never where routing and alignment share a launch (M <= 5) or past 256 slots (M = 33 at
 // topk 8), never for bf16 (its decode GEMM1 is the mma.sync kernel's), on another arch's
 // kernels, with the persistent kernel or with a split-K GEMM2; the layout says so per M.
@@ -139,11 +140,12 @@ TEST(MoeFused, AlignmentInGemm1WhereItApplies) {
   EXPECT_FALSE(FusedMoeOptions{}.alignment_in_gemm1.has_value());  // the GPU's default
   FusedMoeOptions on;
   on.alignment_in_gemm1 = true;
+  on.sliced_gemms = false;
   for (int shape : {0, 1})
     for (const char* d : {"bf16", "fp8_block"}) {
       const MoeShape s = moe::with_dtype_variant(moe::anchor_check_shapes()[shape].shape, d);
       const std::string what = std::string(d) + " shape " + std::to_string(shape);
-      EXPECT_FALSE(FusedMoe(s, h200).gemm1_aligns(8)) << what;
+      EXPECT_FALSE(FusedMoe(s, h200).gemm1_aligns(12)) << what;
       const FusedMoe fm(s, h200, {}, {}, on);
       for (std::int64_t M = 1; M <= 40; ++M) {
         const bool want = std::string(d) == "fp8_block" && M >= 7 && M <= 32;
@@ -176,9 +178,9 @@ TEST(MoeFused, AlignmentInGemm1WhereItApplies) {
 
 // The default (alignment_in_gemm1 unset): on the H100 SXM, block fp8 derives the alignment where
 // its GEMM1 is the fused n256 tile (M = 7..11 and 16..32 on both anchors: M = 12..15 keep the
-// n128 tile and the activation stage, moetune_default_config's band there); never on the H200,
-// never for bf16; `false` turns it off on the H100 too, and a table's unfused tile keeps the
-// align launch where `true` would not.
+// n128 tile and the activation stage, moetune_default_config's band there); on the H200 only where
+// the sliced kernel (its default at M = 6..8) derives it, never for bf16; `false` turns it off on
+// the H100 too, and a table's unfused tile keeps the align launch where `true` would not.
 TEST(MoeFused, AlignmentInGemm1DefaultsToTheH100sFusedTile) {
   const GpuSpec& h100 = require_gpu("NVIDIA H100 80GB HBM3");
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
@@ -198,7 +200,9 @@ TEST(MoeFused, AlignmentInGemm1DefaultsToTheH100sFusedTile) {
           EXPECT_EQ(dflt.workspace_layout(M).gemm1_fused_act, want) << what << " M=" << M;
         }
         EXPECT_FALSE(never.gemm1_aligns(M)) << what << " M=" << M;
-        EXPECT_FALSE(FusedMoe(s, h200).gemm1_aligns(M)) << what << " M=" << M;
+        // The H200: only where the sliced kernel (its default at M = 6..8 too) derives it.
+        const bool sliced = std::string(d) == "fp8_block" && M >= 6 && M <= 8;
+        EXPECT_EQ(FusedMoe(s, h200).gemm1_aligns(M), sliced) << what << " M=" << M;
       }
     }
   const MoeShape f8 = deepseek("fp8_block");

@@ -1,8 +1,11 @@
 // The sliced GEMM kernel's host side and plan (no GPU): which shapes and sizes take it, its
-// shared memory and ring depth, the layer's use of it (only when asked; deriving the alignment
-// where that fits, else with the align launch; its counters in a workspace that never shrinks),
+// shared memory and ring depth, the layer's use of it (when asked, or by default where its
+// blocks fit one wave on the H100 SXM and H200; never for a bit-reproducible output; deriving
+// the alignment where that fits, else with the align launch; its counters in a workspace that
+// never shrinks),
 // the launch's refusals, and (NVRTC) that both instances compile without spills on both fp8
 // anchors.
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -71,15 +74,24 @@ TEST(MoeSliced, AppliesAtDecodeSizesOnSm90a) {
   EXPECT_FALSE(sliced_applies(anchor(0, "bf16"), 8, "sm_90a", 16, 4));
 }
 
-TEST(MoeSliced, LayerUsesItWhenAskedAndNotByDefaultOnTheH200) {
+TEST(MoeSliced, LayerUsesItWhenAskedAndNeverWhenRefused) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   const MoeShape q = anchor(0, "fp8_block");
-  FusedMoeOptions o;
+  FusedMoeOptions o, refused;
   o.sliced_gemms = true;
-  FusedMoe on(q, h200, {}, {}, o), off(q, h200);
+  refused.sliced_gemms = false;
+  FusedMoe on(q, h200, {}, {}, o), off(q, h200, {}, {}, refused), def(q, h200);
   for (std::int64_t M : {1, 8, 16, 64}) {
     EXPECT_TRUE(on.uses_sliced_gemms(M)) << M;
     EXPECT_FALSE(off.uses_sliced_gemms(M)) << M;
+    EXPECT_EQ(def.uses_sliced_gemms(M), M == 8) << M;  // the default: one wave (M = 6..8)
+    // Never where out must be bit-reproducible (its adds land in any order), asked for or not.
+    for (std::optional<bool> asked : {std::optional<bool>(true), std::optional<bool>()}) {
+      FusedMoeOptions det;
+      det.sliced_gemms = asked;
+      det.topk_sum_in_gemm2 = false;
+      EXPECT_FALSE(FusedMoe(q, h200, {}, {}, det).uses_sliced_gemms(M)) << M;
+    }
     const MoeWorkspaceLayout L = on.workspace_layout(M);
     EXPECT_TRUE(L.sliced) << M;
     // It derives the alignment (the routing launch zeroes its counters) where that fits:
@@ -114,24 +126,31 @@ TEST(MoeSliced, LayerUsesItWhenAskedAndNotByDefaultOnTheH200) {
   EXPECT_TRUE(both.uses_sliced_gemms(64));  // past the persistent kernel's 32 tokens
 }
 
-TEST(MoeSliced, DefaultOnTheH100WhileItsBlocksFitOneWave) {
-  // moetune_default_sliced_gemms: the H100 SXM only; both anchors (E = 256, topk 8, N = 256: two
+TEST(MoeSliced, DefaultOnTheH100AndH200WhileItsBlocksFitOneWave) {
+  // moetune_default_sliced_gemms: the H100 SXM and the H200 only; both anchors (E = 256, topk 8, N = 256: two
   // slices) at M = 6..8, where the kernel derives the alignment (M <= 5: the routing launch
   // aligns) and its blocks fit the 132 SMs with a standard deviation to spare (M = 9: 141).
   const GpuSpec& h100 = require_gpu("NVIDIA H100 80GB HBM3");
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  const GpuSpec& pcie = require_gpu("NVIDIA H100 PCIe");
   for (int i : {0, 1}) {
     const MoeShape s = anchor(i, "fp8_block");
     const FusedMoe def(s, h100), h200_def(s, h200);
     for (std::int64_t M = 1; M <= 70; ++M) {
       const bool want = M >= 6 && M <= 8;
       EXPECT_EQ(def.uses_sliced_gemms(M), want) << s.source << " M=" << M;
-      if (want) EXPECT_TRUE(def.workspace_layout(M).gemm1_aligns) << M;
-      EXPECT_FALSE(h200_def.uses_sliced_gemms(M)) << M;
+      EXPECT_EQ(h200_def.uses_sliced_gemms(M), want) << s.source << " M=" << M;
+      if (want) {
+        EXPECT_TRUE(def.workspace_layout(M).gemm1_aligns) << M;
+        EXPECT_TRUE(h200_def.workspace_layout(M).gemm1_aligns) << M;
+      }
     }
-    EXPECT_TRUE(moetune_default_sliced_gemms(h100, s, 8));
-    EXPECT_FALSE(moetune_default_sliced_gemms(h100, s, 9));
-    EXPECT_FALSE(moetune_default_sliced_gemms(h200, s, 8));
+    for (const GpuSpec* g : {&h100, &h200}) {
+      EXPECT_TRUE(moetune_default_sliced_gemms(*g, s, 8)) << g->name;
+      EXPECT_FALSE(moetune_default_sliced_gemms(*g, s, 9)) << g->name;
+    }
+    EXPECT_FALSE(moetune_default_sliced_gemms(pcie, s, 6));  // sm_90a too, but not measured
+    EXPECT_FALSE(FusedMoe(s, pcie).uses_sliced_gemms(6));
     FusedMoeOptions off, no_align;
     off.sliced_gemms = false;
     no_align.alignment_in_gemm1 = false;  // the default was measured deriving it only
