@@ -25,15 +25,17 @@ for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8"
   grep -vE "^ok " "$OUT/check_$i.txt" | head -n 5
   i=$((i + 1))
 done
-OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=6,7,8,9 \
-  BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
-  SIDES="new!measured-ceilings new!no-sliced!measured-ceilings" \
-  timeout -k 5 120 bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
-echo "stage_ab: exit $?"
 # Where Qwen3.5 fp8's time goes at M = 8 (sliced) and 16 (stage kernels): per stage, cold.
 timeout 40 .devbin/moetune profile --model qwen3.5-122b-a10b-fp8 --tp 4 --batch 8,16 \
   --measured-ceilings >"$OUT/profile.txt" 2>&1
 echo "profile rc=$?"; tail -n 30 "$OUT/profile.txt"
-OUT=$OUT/bars FLAGS= BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=30 timeout -k 5 200 \
+OUT=$OUT/bars FLAGS= BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=20 timeout -k 5 170 \
   bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
 echo "final_bars: exit $?"; grep -E "^ +(1|8|16|32|64|128|256) |rc=" "$OUT/bars_console.txt"
+# The A/B last, in what is left of CALL_S (default 330 s, less 20 for the copy back).
+left=$((${CALL_S:-330} - 20 - SECONDS)); [ "$left" -gt 120 ] && left=120; [ "$left" -lt 10 ] && left=10
+OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=6,7,8,9 \
+  BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
+  SIDES="new!measured-ceilings new!no-sliced!measured-ceilings" \
+  timeout -k 5 "$left" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
+echo "stage_ab: exit $? (limit $left s)"
