@@ -194,7 +194,8 @@ struct MoeWorkspaceLayout {
   std::size_t persistent_ws_bytes = 0;   // 0 bytes where it never runs)
   bool sliced = false;                   // the gemm1 stage runs the sliced GEMM kernel
   std::size_t sliced_ws = 0;             // its counters (12 bytes; 0 where it cannot run:
-                                         // not sm_90a block fp8, or sliced_gemms false)
+                                         // not sm_90a block fp8, sliced_gemms false, or
+                                         // topk_sum_in_gemm2 false)
   std::size_t total = 0;                 // bytes needed
 };
 

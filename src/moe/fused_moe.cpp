@@ -233,7 +233,11 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
     impl_->persistent_stages = moe::persistent_stages(shape, gpu.smem_per_block_bytes);
     impl_->persistent_grid = impl_->persistent_stages > 0 ? gpu.sm_count : 0;
   }
-  if (opts.sliced_gemms != false && impl_->arch == "sm_90a" && moe::sliced_unfit(shape).empty())
+  // Stages (and its workspace) only where it may run: not asked off, and not where out must be
+  // bit-reproducible (its adds land in any order), so such a layer's workspace is the stage
+  // path's.
+  if (opts.sliced_gemms != false && opts.topk_sum_in_gemm2 && impl_->arch == "sm_90a" &&
+      moe::sliced_unfit(shape).empty())
     impl_->sliced_stages = moe::sliced_stages(gpu.smem_per_block_bytes);
   impl_->opts = std::move(opts);
 }
@@ -730,8 +734,8 @@ bool FusedMoe::uses_persistent_gemms(std::int64_t M) const {
 
 bool FusedMoe::uses_sliced_gemms(std::int64_t M) const {
   const MoeShape& s = impl_->shape;
-  // Its GEMM2 adds into out with atomics: never where out must be bit-reproducible.
-  if (impl_->sliced_stages <= 0 || !impl_->opts.topk_sum_in_gemm2 ||
+  // No stages: asked off, or out must be bit-reproducible (see the constructor).
+  if (impl_->sliced_stages <= 0 ||
       !moe::sliced_applies(s, M, impl_->arch, up_config(M).BLOCK_SIZE_M, impl_->sliced_stages) ||
       uses_persistent_gemms(M))
     return false;

@@ -91,6 +91,9 @@ TEST(MoeSliced, LayerUsesItWhenAskedAndNeverWhenRefused) {
       det.sliced_gemms = asked;
       det.topk_sum_in_gemm2 = false;
       EXPECT_FALSE(FusedMoe(q, h200, {}, {}, det).uses_sliced_gemms(M)) << M;
+      // and its workspace is the stage path's (a test may run both on one set of buffers)
+      EXPECT_EQ(FusedMoe(q, h200, {}, {}, det).workspace_bytes(M), off.workspace_bytes(M)) << M;
+      EXPECT_EQ(FusedMoe(q, h200, {}, {}, det).workspace_layout(M).sliced_ws, 0u) << M;
     }
     const MoeWorkspaceLayout L = on.workspace_layout(M);
     EXPECT_TRUE(L.sliced) << M;
