@@ -118,7 +118,8 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
 // Whether moetune's defaults have GEMM1 derive the alignment (FusedMoeOptions::alignment_in_gemm1
 // unset) where FusedMoe::gemm1_aligns allows it, for an up tile that does (`gemm1_fuses_act`) or
 // does not fuse the activation: only on the H100 SXM and only with the fused tile, where it was
-// measured to win (bench/results/2026-12-05_h100_twentyninth_session.md).
+// measured to win (bench/results/2026-12-05_h100_twentyninth_session.md; mixed on the H200). The
+// sliced kernel, where it is the default (moetune_default_sliced_gemms), derives it regardless.
 bool moetune_default_alignment_in_gemm1(const GpuSpec& gpu, bool gemm1_fuses_act);
 // Whether moetune's defaults run the sliced GEMM kernel (FusedMoeOptions::sliced_gemms unset) at
 // M tokens where FusedMoe can (block fp8, sm_90a, the kernel deriving the alignment): only on

@@ -101,7 +101,8 @@ struct FusedMoeOptions {
   // resets its counters. Unset: moetune's default (moetune_default_sliced_gemms: on
   // the H100 SXM and H200 where its blocks fit one wave and it derives the alignment, M = 6..8 on the
   // anchors; off elsewhere); true: wherever it applies (`--sliced`); false: never
-  // (`--no-sliced`). Never with topk_sum_in_gemm2 false: its adds land in any order.
+  // (`--no-sliced`). Never with topk_sum_in_gemm2 false: its adds land in any order (true with
+  // it is an InputError, as `--sliced --deterministic` on the command line).
   std::optional<bool> sliced_gemms;
   // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+): GEMM1's blocks zero
   // `out`, GEMM2 adds each slot's row (times its routed weight, rounded to the output dtype) into
@@ -254,9 +255,10 @@ class FusedMoe {
   // Whether the gemm1 stage runs the persistent GEMM kernel for M tokens (options.persistent_gemms,
   // the GPU's SMs and shared memory, and moe::persistent_applies at M with M's up config).
   bool uses_persistent_gemms(std::int64_t M) const;
-  // Whether the gemm1 stage runs the sliced GEMM kernel for M tokens (options.sliced_gemms, the
-  // GPU's shared memory, moe::sliced_applies at M with M's up config, not the persistent one;
-  // unset: moetune_default_sliced_gemms, where the kernel derives the alignment).
+  // Whether the gemm1 stage runs the sliced GEMM kernel for M tokens (options.sliced_gemms and
+  // topk_sum_in_gemm2, the GPU's shared memory, moe::sliced_applies at M with M's up config, not
+  // the persistent one; unset: moetune_default_sliced_gemms, where the kernel derives the
+  // alignment).
   bool uses_sliced_gemms(std::int64_t M) const;
   // Whether the stage path folds the top-k sum into GEMM2 for M tokens
   // (options.topk_sum_in_gemm2, gemm2_sums_topk_applies, not the persistent kernel). A 16-bit

@@ -158,7 +158,7 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
       "--align-in-gemm1", o->align_in_gemm1,
       "check layers whose GEMM1 derives the alignment itself at decode sizes wherever it can "
       "(the align launch skipped; default: the GPU's rule, on the H100 SXM where GEMM1 fuses the "
-      "activation)");
+      "activation, and wherever the sliced kernel runs)");
   sub->add_flag("--no-align-in-gemm1", o->no_align_in_gemm1,
                 "check layers with the align launch at every size")
       ->excludes(on);

@@ -82,7 +82,7 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
       "--align-in-gemm1", o.align_in_gemm1,
       "GEMM1 derives the alignment from topk_ids in each block at decode sizes and writes the "
       "tables for GEMM2: no align launch (default: on the H100 SXM where GEMM1 fuses the "
-      "activation, off elsewhere)");
+      "activation, off elsewhere; the sliced kernel, where it runs, derives it too)");
   sub.add_flag("--no-align-in-gemm1", o.no_align_in_gemm1,
                "always launch the alignment (default: see --align-in-gemm1)")
       ->excludes(on);

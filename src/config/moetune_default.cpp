@@ -166,7 +166,9 @@ void set_block_fp8_down(KernelConfig& c) {
 // n256 up tile M = 8 -1.1 / -0.7%, -0.9 / -0.8%; M = 16 and 20 on the fused s4 tile -1.2 / -0.5%,
 // -0.8 / -0.5% against that tile alone; M = 24..32 (fused s2) -0.7..-1.5% / -0.1..-1.1%. With
 // the unfused n128 tile (M = 12) it loses: +0.8 / +2.5%, +1.1 / +2.5% (the derivation costs
-// that kernel 2.4 µs on DeepSeek-V3). Not measured on the H200, which keeps the align launch.
+// that kernel 2.4 µs on DeepSeek-V3). On the H200 mixed (Qwen3.5 -0.3..-1.9%, DeepSeek-V3
+// +0.9..+1.7% at M = 7..16; bench/results/2026-12-06_thirtyfifth_session.md), so the H200's stage
+// GEMM1 keeps the align launch (its sliced kernel, the default at M = 6..8, derives it).
 bool moetune_default_alignment_in_gemm1(const GpuSpec& gpu, bool gemm1_fuses_act) {
   return h100_sxm(gpu) && gemm1_fuses_act;
 }

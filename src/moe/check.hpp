@@ -54,7 +54,8 @@ struct CheckOptions {
   // `check --align-in-gemm1`: true; `--no-align-in-gemm1`: false).
   std::optional<bool> alignment_in_gemm1;
   // FusedMoeOptions::sliced_gemms of the layers checked (`check --sliced`, `--no-sliced`;
-  // unset: moetune's default).
+  // unset: moetune's default for the default config's layer, off for random configs' layers,
+  // whose stage GEMMs are what they check).
   std::optional<bool> sliced_gemms;
 };
 

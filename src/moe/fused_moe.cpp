@@ -255,6 +255,10 @@ void FusedMoe::check(const MoeShape& shape, const GpuSpec& gpu, const ConfigTabl
                      fmt::format("needs sm_89 or newer; {} is sm_{}", gpu.name,
                                  gpu.compute_capability()));
   if (up.empty()) throw InputError("config", "{}", "the up table is empty");
+  if (opts.sliced_gemms == true && !opts.topk_sum_in_gemm2)
+    throw InputError("sliced_gemms", "true",
+                     "the sliced kernel adds into out in any order; topk_sum_in_gemm2 false "
+                     "(a bit-reproducible output) excludes it");
   const ConfigTable& down = down_in.empty() ? up : down_in;
   const std::string arch = opts.arch.empty() ? gpu.arch() : opts.arch;
   ValidationTarget target;
@@ -755,7 +759,8 @@ bool FusedMoe::gemm1_aligns(std::int64_t M) const {
   const std::optional<bool>& asked = impl_->opts.alignment_in_gemm1;
   if (asked == false || M < 1 || moe::route_align_fits(s, M) || uses_persistent_gemms(M))
     return false;
-  // The sliced kernel (asked for, or the H100's default) derives it wherever that fits.
+  // The sliced kernel (asked for, or the H100 SXM's and H200's default) derives it wherever
+  // that fits.
   if (uses_sliced_gemms(M)) return sliced_derives(impl_->opts, s, M);
   if (down_config(M).SPLIT_K != 1) return false;
   const KernelConfig& up = up_config(M);

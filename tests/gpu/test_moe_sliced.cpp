@@ -182,7 +182,7 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
 
 TEST_F(MoeSlicedGpu, MatchesStagePathQwen) {
   const MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
-  // M = 6..8: the H100's default.
+  // M = 6..8: the H100 SXM's and H200's default.
   expect_matches_stage_path(s, 0, {1, 5, 6, 7, 8, 13, 16, 24, 32, 64});
 }
 

@@ -75,6 +75,7 @@ void expect_close(const MoeShape& s, int rank, const std::vector<std::int64_t>& 
   make_bench_weights(f, 17, d);
   for (std::int64_t M : batch) {
     ASSERT_TRUE(f.gemm2_sums_topk(M)) << "M=" << M;
+    ASSERT_FALSE(f.uses_sliced_gemms(M)) << "M=" << M;  // the stage GEMM2's fold
     ASSERT_FALSE(g.gemm2_sums_topk(M)) << "M=" << M;
     make_bench_sets(f, M, 1, std::size_t(1) << 34, 900 + M, d, stream);
     stream.synchronize();

@@ -85,16 +85,25 @@ TEST(MoeSliced, LayerUsesItWhenAskedAndNeverWhenRefused) {
     EXPECT_TRUE(on.uses_sliced_gemms(M)) << M;
     EXPECT_FALSE(off.uses_sliced_gemms(M)) << M;
     EXPECT_EQ(def.uses_sliced_gemms(M), M == 8) << M;  // the default: one wave (M = 6..8)
-    // Never where out must be bit-reproducible (its adds land in any order), asked for or not.
-    for (std::optional<bool> asked : {std::optional<bool>(true), std::optional<bool>()}) {
-      FusedMoeOptions det;
-      det.sliced_gemms = asked;
-      det.topk_sum_in_gemm2 = false;
-      EXPECT_FALSE(FusedMoe(q, h200, {}, {}, det).uses_sliced_gemms(M)) << M;
-      // and its workspace is the stage path's (a test may run both on one set of buffers)
-      EXPECT_EQ(FusedMoe(q, h200, {}, {}, det).workspace_bytes(M), off.workspace_bytes(M)) << M;
-      EXPECT_EQ(FusedMoe(q, h200, {}, {}, det).workspace_layout(M).sliced_ws, 0u) << M;
+    // Never where out must be bit-reproducible (its adds land in any order): asked for, an
+    // InputError naming sliced_gemms; by default, not taken.
+    FusedMoeOptions det;
+    det.topk_sum_in_gemm2 = false;
+    {
+      FusedMoeOptions both = det;
+      both.sliced_gemms = true;
+      try {
+        FusedMoe fm(q, h200, {}, {}, both);
+        ADD_FAILURE() << "sliced_gemms true with topk_sum_in_gemm2 false was accepted";
+      } catch (const InputError& e) {
+        EXPECT_EQ(e.field(), "sliced_gemms");
+      }
     }
+    const FusedMoe deterministic(q, h200, {}, {}, det);
+    EXPECT_FALSE(deterministic.uses_sliced_gemms(M)) << M;
+    // and its workspace is the stage path's (a test may run both on one set of buffers)
+    EXPECT_EQ(deterministic.workspace_bytes(M), off.workspace_bytes(M)) << M;
+    EXPECT_EQ(deterministic.workspace_layout(M).sliced_ws, 0u) << M;
     const MoeWorkspaceLayout L = on.workspace_layout(M);
     EXPECT_TRUE(L.sliced) << M;
     // It derives the alignment (the routing launch zeroes its counters) where that fits:
