@@ -98,8 +98,8 @@ struct FusedMoeOptions {
   // epilogue runs and no grid that must be resident at once. The gemm1 stage then runs it, the
   // act, gemm2 and reduce stages enqueue nothing; the kernel derives the alignment where
   // M * topk <= 256 (see alignment_in_gemm1), else the alignment launch writes its tables and
-  // resets its counters. Unset: moetune's default (moetune_default_sliced_gemms: on
-  // the H100 SXM and H200 where its blocks fit one wave and it derives the alignment, M = 6..8 on the
+  // resets its counters. Unset: moetune's default (moetune_default_sliced_gemms: on the H100 SXM
+  // and H200 where its blocks fit one wave and it derives the alignment, M = 6..8 on the
   // anchors; off elsewhere); true: wherever it applies (`--sliced`); false: never
   // (`--no-sliced`). Never with topk_sum_in_gemm2 false: its adds land in any order (true with
   // it is an InputError, as `--sliced --deterministic` on the command line).

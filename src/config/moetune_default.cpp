@@ -175,7 +175,9 @@ bool moetune_default_alignment_in_gemm1(const GpuSpec& gpu, bool gemm1_fuses_act
 
 bool moetune_default_sliced_gemms(const GpuSpec& gpu, const MoeShape& shape, int M) {
   // The two GPUs it was measured on (the same 132-SM GH100); other boards keep the stage path.
-  if (!(h100_sxm(gpu) || gpu.name == "NVIDIA H200") || M < 1 || shape.E <= 0 || shape.N % 128 != 0) return false;
+  if (!(h100_sxm(gpu) || gpu.name == "NVIDIA H200") || M < 1 || shape.E <= 0 ||
+      shape.N % 128 != 0)
+    return false;
   // Uniform routing: this rank's experts with any slot, and one standard deviation of that count.
   const int E_global = std::max(shape.E_global, shape.E);
   const double share = static_cast<double>(shape.topk) / E_global;

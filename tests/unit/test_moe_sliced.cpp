@@ -139,9 +139,10 @@ TEST(MoeSliced, LayerUsesItWhenAskedAndNeverWhenRefused) {
 }
 
 TEST(MoeSliced, DefaultOnTheH100AndH200WhileItsBlocksFitOneWave) {
-  // moetune_default_sliced_gemms: the H100 SXM and the H200 only; both anchors (E = 256, topk 8, N = 256: two
-  // slices) at M = 6..8, where the kernel derives the alignment (M <= 5: the routing launch
-  // aligns) and its blocks fit the 132 SMs with a standard deviation to spare (M = 9: 141).
+  // moetune_default_sliced_gemms: the H100 SXM and the H200 only; both anchors (E = 256,
+  // topk 8, N = 256: two slices) at M = 6..8, where the kernel derives the alignment (M <= 5:
+  // the routing launch aligns) and its blocks fit the 132 SMs with a standard deviation to
+  // spare (M = 9: 141).
   const GpuSpec& h100 = require_gpu("NVIDIA H100 80GB HBM3");
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   const GpuSpec& pcie = require_gpu("NVIDIA H100 PCIe");
