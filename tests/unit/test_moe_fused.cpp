@@ -133,8 +133,8 @@ TEST(MoeFused, TopkSumInGemm2FromSm90) {
 // default on the H200 (M = 12 here; M = 6..8 run the sliced kernel by default); when asked, for
 // block fp8 at M = 7..32 on both anchors (swap-AB wgmma tiles without split-K; M = 6's GEMM1
 // is split-K 2), never where routing and alignment share a launch (M <= 5) or past 256 slots
-// (M = 33 at topk 8), never for bf16 (its decode GEMM1 is the mma.sync kernel's), on another arch's
-// kernels, with the persistent kernel or with a split-K GEMM2; the layout says so per M.
+// (M = 33 at topk 8), never for bf16 (its decode GEMM1 is the mma.sync kernel's), on another
+// arch's kernels, with the persistent kernel or with a split-K GEMM2; the layout says so per M.
 TEST(MoeFused, AlignmentInGemm1WhereItApplies) {
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   EXPECT_FALSE(FusedMoeOptions{}.alignment_in_gemm1.has_value());  // the GPU's default
