@@ -1,8 +1,8 @@
 // NVRTC-only unit tests (no GPU needed): a fixture that skips its tests where NVRTC cannot be
-// loaded, a Jit whose kernel cache is a scratch folder removed with it, and a reader of ptxas's
-// verbose log. Used by
-// test_gemm_spec.cpp and test_moe_decode.cpp (compiles with `--ptxas-options=-v` read the
-// registers and spills from the log).
+// loaded, a Jit whose kernel cache is a scratch folder removed with it, a reader of ptxas's
+// verbose log, and the register / spill expectation of the persistent and sliced kernels. Used
+// by test_gemm_spec.cpp, test_moe_decode.cpp, test_moe_persistent.cpp and test_moe_sliced.cpp
+// (compiles with `--ptxas-options=-v` read the registers and spills from the log).
 #pragma once
 #include <unistd.h>
 
@@ -58,6 +58,19 @@ class ScratchJit {
 inline int ptxas_count(const std::string& log, const char* pattern) {
   std::smatch m;
   return std::regex_search(log, m, std::regex(pattern)) ? std::stoi(m[1].str()) : -1;
+}
+
+// Compiles `k` with ptxas's verbose log and expects a cubin, at most `max_regs` registers per
+// thread and no spill stores (ptxas spills rather than exceed a __launch_bounds__ limit, so the
+// spill count is what fails when a kernel outgrows it).
+inline void expect_compiles_without_spills(ScratchJit& jit, cuda::KernelSpec k, int max_regs) {
+  k.options.push_back("--ptxas-options=-v");
+  const cuda::CompiledKernel c = jit->compile(k);
+  ASSERT_FALSE(c.cubin.empty()) << c.log;
+  const int regs = ptxas_count(c.log, "Used ([0-9]+) registers");
+  EXPECT_GT(regs, 0) << c.log;
+  EXPECT_LE(regs, max_regs) << k.name;
+  EXPECT_EQ(ptxas_count(c.log, "([0-9]+) bytes spill stores"), 0) << c.log;
 }
 
 }  // namespace moetune::test_support

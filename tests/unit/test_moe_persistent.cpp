@@ -169,16 +169,9 @@ class PersistentNvrtc : public test_support::NvrtcTest {};
 // exceed it, so the spill count is the test).
 TEST_F(PersistentNvrtc, CompilesWithoutSpillsOnTheAnchors) {
   test_support::ScratchJit jit("persistent-nvrtc");
-  for (int i : {0, 1}) {
-    cuda::KernelSpec k = persistent_spec(anchor(i, "fp8_block"), "sm_90a", 4);
-    k.options.push_back("--ptxas-options=-v");
-    const cuda::CompiledKernel c = jit->compile(k);
-    ASSERT_FALSE(c.cubin.empty()) << c.log;
-    const int regs = test_support::ptxas_count(c.log, "Used ([0-9]+) registers");
-    EXPECT_GT(regs, 0) << c.log;
-    EXPECT_LE(regs, 168) << k.name;
-    EXPECT_EQ(test_support::ptxas_count(c.log, "([0-9]+) bytes spill stores"), 0) << c.log;
-  }
+  for (int i : {0, 1})
+    test_support::expect_compiles_without_spills(
+        jit, persistent_spec(anchor(i, "fp8_block"), "sm_90a", 4), 168);
 }
 
 }  // namespace

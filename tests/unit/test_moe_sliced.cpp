@@ -249,16 +249,9 @@ TEST_F(SlicedNvrtc, CompilesWithoutSpillsOnTheAnchors) {
   test_support::ScratchJit jit("sliced-nvrtc");
   for (int i : {0, 1})
     for (int stages : {2, kSlicedStages})
-      for (bool derive : {false, true}) {
-        cuda::KernelSpec k = sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, derive);
-        k.options.push_back("--ptxas-options=-v");
-        const cuda::CompiledKernel c = jit->compile(k);
-        ASSERT_FALSE(c.cubin.empty()) << c.log;
-        const int regs = test_support::ptxas_count(c.log, "Used ([0-9]+) registers");
-        EXPECT_GT(regs, 0) << c.log;
-        EXPECT_LE(regs, 168) << k.name;
-        EXPECT_EQ(test_support::ptxas_count(c.log, "([0-9]+) bytes spill stores"), 0) << c.log;
-      }
+      for (bool derive : {false, true})
+        test_support::expect_compiles_without_spills(
+            jit, sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, derive), 168);
 }
 
 }  // namespace
