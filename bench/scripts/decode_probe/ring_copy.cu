@@ -8,6 +8,9 @@
 //   tma      - one cp.async.bulk.tensor.2d of the 256 x 128-byte box (128-byte swizzle),
 //   bulk1d   - 256 cp.async.bulk of one row's 128 bytes, 8 per lane of one warp,
 //   cont     - cp.async as cpasync, but each tile a contiguous 32 KB of the block's bytes (control).
+//   deepD    - cp.async as cpasync, but a tile is 256 / D rows x 128 D bytes of K (D = 2, 4, 8):
+//              the block walks its rows in D groups, each over K, so each row's bytes come in
+//              longer runs (a ring unit the sliced kernel could take without repacking weights).
 // Grids: M = 8's (57 experts, 114 blocks) and M = 32's (163 experts, 326 blocks); ring depths 2..4.
 // Timed as the other probes: a CUDA graph of 32 launches, launch i on weight set i % 4 (402 MB
 // each, so every launch reads cold), µs per launch, median of 15 replays.
@@ -47,7 +50,7 @@ __device__ __forceinline__ void bar_expect(unsigned a, unsigned bytes) {
 }
 
 // Block = 128 producer threads (tid >= 128) + 128 consumer threads, as the library's kernel.
-template <int MODE, int STAGES, int KSPLIT = 1>
+template <int MODE, int STAGES, int KSPLIT = 1, int DEEP = 1>
 __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ set,
                                             const __grid_constant__ CUtensorMap tmap,
                                             long long set_row0, Experts ex, unsigned* sink) {
@@ -81,13 +84,17 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
       if constexpr (MODE == kCpAsync || MODE == kContiguous) {
 #pragma unroll
         for (int j = 0; j < 16; ++j) {
-          const int idx = p + j * 128, r = idx / 8, c = idx % 8;
+          const int idx = p + j * 128;
+          // DEEP: row r of the tile's 256 / DEEP (group g), chunk c of its 128 DEEP bytes; the
+          // chunk lands in K-subtile c / 8 (each [256 / DEEP][128 B], 128-byte swizzle).
+          const int r = idx / (8 * DEEP), c = idx % (8 * DEEP);
+          const int g = ti / (kKTiles / DEEP), kk = ti % (kKTiles / DEEP);
           const unsigned char* src =
-              MODE == kCpAsync ? w + (long long)r * kK + ti * kTileK + c * 16
-                               : w + (long long)ti * kTileBytes + idx * 16;
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + r * 128 +
-                                                                         ((c ^ (r & 7)) * 16)),
-                       "l"(src)
+              MODE == kCpAsync
+                  ? w + (long long)(g * (kTileRows / DEEP) + r) * kK + kk * kTileK * DEEP + c * 16
+                  : w + (long long)ti * kTileBytes + idx * 16;
+          const unsigned off = (c / 8) * (kTileBytes / DEEP) + r * 128 + (((c % 8) ^ (r & 7)) * 16);
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + off), "l"(src)
                        : "memory");
         }
         moetune::mbar::arrive_on_cp_async(full);
@@ -143,7 +150,7 @@ using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, voi
                               const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
                               CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-template <int MODE, int STAGES, int KSPLIT = 1>
+template <int MODE, int STAGES, int KSPLIT = 1, int DEEP = 1>
 void run(const char* name, unsigned char* all_sets, const CUtensorMap& tmap, int experts,
          cudaStream_t s, unsigned* sink) {
   constexpr int R = 32;
@@ -157,7 +164,7 @@ void run(const char* name, unsigned char* all_sets, const CUtensorMap& tmap, int
     for (int k = 0; k < experts; ++k) x.id[k] = ids[k];
   }
   const int smem = STAGES * kTileBytes + 1024;
-  auto kern = ring<MODE, STAGES, KSPLIT>;
+  auto kern = ring<MODE, STAGES, KSPLIT, DEEP>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int per_sm = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 256, smem));
@@ -171,8 +178,9 @@ void run(const char* name, unsigned char* all_sets, const CUtensorMap& tmap, int
   const std::vector<double> us = replay_us(ge, s, R, 15);
   const double med = us[us.size() / 2];
   const double bytes = 2.0 * experts * kTileRows * kK;
-  std::printf("%-8s s%d k%d %3d blocks (%d/SM)  %7.2f us  [%.2f, %.2f]  %.2f TB/s\n", name,
-              STAGES, KSPLIT, 2 * experts * KSPLIT, per_sm, med, us.front(), us.back(), bytes / med * 1e-6);
+  std::printf("%-6s d%d s%d k%d %3d blocks (%d/SM)  %7.2f us  [%.2f, %.2f]  %.2f TB/s\n", name,
+              DEEP, STAGES, KSPLIT, 2 * experts * KSPLIT, per_sm, med, us.front(), us.back(),
+              bytes / med * 1e-6);
   CK(cudaGraphExecDestroy(ge));
 }
 }  // namespace
@@ -206,6 +214,22 @@ int main() {
   }
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  // RING_COPY_DEEP=1: longer runs per row without repacking (deepD) against the library's
+  // pattern and contiguous tiles, at 57, 101 and 163 experts (M = 8, 16, 32), two passes.
+  if (std::getenv("RING_COPY_DEEP") != nullptr) {
+    for (int pass = 0; pass < 2; ++pass)
+      for (int experts : {57, 101, 163}) {
+        run<kCpAsync, 4, 1, 1>("cpasync", all_sets, tmap, experts, s, sink);
+        run<kCpAsync, 4, 1, 2>("cpasync", all_sets, tmap, experts, s, sink);
+        run<kCpAsync, 4, 1, 4>("cpasync", all_sets, tmap, experts, s, sink);
+        run<kCpAsync, 4, 1, 8>("cpasync", all_sets, tmap, experts, s, sink);
+        run<kContiguous, 4, 1, 1>("cont", all_sets, tmap, experts, s, sink);
+        run<kCpAsync, 3, 1, 1>("cpasync", all_sets, tmap, experts, s, sink);
+        run<kCpAsync, 3, 1, 4>("cpasync", all_sets, tmap, experts, s, sink);
+      }
+    CK(cudaDeviceSynchronize());
+    return 0;
+  }
   // RING_COPY_SPLIT=1: the K-split question only (a sliced kernel's cluster pairs): 57 and 101
   // experts (M = 8, 16), each block all or half of its rows' K-tiles.
   if (std::getenv("RING_COPY_SPLIT") != nullptr) {
