@@ -11,6 +11,10 @@
 //   deepD    - cp.async as cpasync, but a tile is 256 / D rows x 128 D bytes of K (D = 2, 4, 8):
 //              the block walks its rows in D groups, each over K, so each row's bytes come in
 //              longer runs (a ring unit the sliced kernel could take without repacking weights).
+//   dyn<Q>   - cp.async as cpasync, 132 resident blocks that take items from an atomic queue:
+//              item = (expert, 256-row tile, K-part of 24 / Q tiles), so a block the memory
+//              system serves slowly takes fewer (does uneven service set the static grid's end?).
+// RING_COPY_DEEP also stamps each block's start and end (globaltimer) in the graph's last launch.
 // Grids: M = 8's (57 experts, 114 blocks) and M = 32's (163 experts, 326 blocks); ring depths 2..4.
 // Timed as the other probes: a CUDA graph of 32 launches, launch i on weight set i % 4 (402 MB
 // each, so every launch reads cold), µs per launch, median of 15 replays.
@@ -35,7 +39,14 @@ constexpr long long kSetBytes = 1LL * kE * kRows * kK;
 constexpr int kTileRows = 256, kTileK = 128, kTileBytes = kTileRows * kTileK;  // 32 KB
 constexpr int kKTiles = kK / kTileK;
 constexpr int kSets = 4;
-enum Mode { kCpAsync = 0, kTma = 1, kBulk1d = 2, kContiguous = 3 };
+enum Mode { kCpAsync = 0, kTma = 1, kBulk1d = 2, kContiguous = 3, kDynamic = 4 };
+constexpr int kMaxBlocks = 512;
+
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 struct Experts {
   int id[192];
@@ -53,7 +64,8 @@ __device__ __forceinline__ void bar_expect(unsigned a, unsigned bytes) {
 template <int MODE, int STAGES, int KSPLIT = 1, int DEEP = 1>
 __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ set,
                                             const __grid_constant__ CUtensorMap tmap,
-                                            long long set_row0, Experts ex, unsigned* sink) {
+                                            long long set_row0, Experts ex, unsigned* sink,
+                                            unsigned long long* stamps, int* queue, int items) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
@@ -67,11 +79,74 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
   constexpr int kTiles = kKTiles / KSPLIT;
   if (tid == 0)
     for (int s = 0; s < STAGES; ++s) {
-      moetune::mbar::init(smem_addr(&bars[s]), MODE == kCpAsync || MODE == kContiguous ? 128 : 1);
+      moetune::mbar::init(smem_addr(&bars[s]), MODE == kCpAsync || MODE == kContiguous ? 128
+                                               : MODE == kDynamic                        ? 129
+                                                                                         : 1);
       moetune::mbar::init(smem_addr(&bars[STAGES + s]), 4);
     }
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  __shared__ int s_tag[STAGES];
+  __shared__ int s_item;
+  if (tid == 0 && stamps != nullptr) stamps[3 * blockIdx.x] = globaltimer();
   __syncthreads();
+  if constexpr (MODE == kDynamic) {
+    // Producers: take an item, copy its tiles (tag = item), then one slot tagged -1 to stop.
+    constexpr int kPerItem = kKTiles / KSPLIT;  // KSPLIT is Q here
+    if (tid >= 128) {
+      const int p = tid - 128;
+      int i = 0, taken = 0;
+      for (;;) {
+        if (p == 0) s_item = atomicAdd(queue, 1);
+        asm volatile("bar.sync 2, 128;" ::: "memory");
+        const int item = s_item;
+        asm volatile("bar.sync 2, 128;" ::: "memory");
+        const bool stop = item >= items;
+        const int ex_i = item / (2 * KSPLIT), tile = (item / KSPLIT) % 2, part = item % KSPLIT;
+        const unsigned char* w =
+            set + ((long long)ex.id[stop ? 0 : ex_i] * kRows + tile * kTileRows) * kK;
+        for (int u = 0; u < (stop ? 1 : kPerItem); ++u, ++i) {
+          const int st = i % STAGES;
+          const unsigned full = smem_addr(&bars[st]);
+          if (i >= STAGES)
+            moetune::mbar::wait(smem_addr(&bars[STAGES + st]), ((i / STAGES) - 1) & 1);
+          const unsigned dst = smem_addr(smem + st * kTileBytes);
+          if (!stop) {
+            const int ti = part * kPerItem + u;
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+              const int idx = p + j * 128, r = idx / 8, c = idx % 8;
+              asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                               dst + r * 128 + ((c ^ (r & 7)) * 16)),
+                           "l"(w + (long long)r * kK + ti * kTileK + c * 16)
+                           : "memory");
+            }
+          }
+          moetune::mbar::arrive_on_cp_async(full);
+          if (p == 0) {
+            s_tag[st] = stop ? -1 : item;
+            moetune::mbar::arrive(full);
+          }
+        }
+        if (stop) break;
+        ++taken;
+      }
+      if (p == 0 && stamps != nullptr) stamps[3 * blockIdx.x + 2] = taken;
+      return;
+    }
+    unsigned acc = 0;
+    for (int i = 0;; ++i) {
+      const int st = i % STAGES;
+      moetune::mbar::wait(smem_addr(&bars[st]), (i / STAGES) & 1);
+      if (s_tag[st] < 0) break;
+      acc += smem[st * kTileBytes + tid * 128 + (i & 127)];
+      __syncwarp();
+      if ((tid & 31) == 0) moetune::mbar::arrive(smem_addr(&bars[STAGES + st]));
+    }
+    if (acc == 0xdeadbeef) atomicAdd(sink, 1u);
+    asm volatile("bar.sync 1, 128;" ::: "memory");
+    if (tid == 0 && stamps != nullptr) stamps[3 * blockIdx.x + 1] = globaltimer();
+    return;
+  }
   const unsigned char* w = set + ((long long)expert * kRows + row0) * kK;
   if (tid >= 128) {  // producer
     const int p = tid - 128;
@@ -137,6 +212,8 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
     if ((tid & 31) == 0) moetune::mbar::arrive(smem_addr(&bars[STAGES + st]));
   }
   if (acc == 0xdeadbeef) atomicAdd(sink, 1u);
+  asm volatile("bar.sync 1, 128;" ::: "memory");
+  if (tid == 0 && stamps != nullptr) stamps[3 * blockIdx.x + 1] = globaltimer();
 }
 
 __global__ void fill(unsigned char* p, size_t n, unsigned seed) {
@@ -152,7 +229,8 @@ using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, voi
 
 template <int MODE, int STAGES, int KSPLIT = 1, int DEEP = 1>
 void run(const char* name, unsigned char* all_sets, const CUtensorMap& tmap, int experts,
-         cudaStream_t s, unsigned* sink) {
+         cudaStream_t s, unsigned* sink, unsigned long long* stamps = nullptr,
+         int* queues = nullptr) {
   constexpr int R = 32;
   std::mt19937 rng(1 + experts);
   std::vector<Experts> ex(R);
@@ -168,19 +246,46 @@ void run(const char* name, unsigned char* all_sets, const CUtensorMap& tmap, int
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int per_sm = 0;
   CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, 256, smem));
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int items = 2 * experts * KSPLIT;
+  const int blocks = MODE == kDynamic ? sms * per_sm : items;
   cudaGraphExec_t ge = capture_graph(s, [&](cudaStream_t st) {
+    if (MODE == kDynamic) CK(cudaMemsetAsync(queues, 0, R * sizeof(int), st));
     for (int i = 0; i < R; ++i) {
       const int set = i % kSets;
-      kern<<<2 * experts * KSPLIT, 256, smem, st>>>(all_sets + set * kSetBytes, tmap,
-                                                     (long long)set * kE * kRows, ex[i], sink);
+      kern<<<blocks, 256, smem, st>>>(all_sets + set * kSetBytes, tmap,
+                                      (long long)set * kE * kRows, ex[i], sink, stamps,
+                                      queues == nullptr ? nullptr : queues + i, items);
     }
   });
   const std::vector<double> us = replay_us(ge, s, R, 15);
   const double med = us[us.size() / 2];
   const double bytes = 2.0 * experts * kTileRows * kK;
-  std::printf("%-6s d%d s%d k%d %3d blocks (%d/SM)  %7.2f us  [%.2f, %.2f]  %.2f TB/s\n", name,
-              DEEP, STAGES, KSPLIT, 2 * experts * KSPLIT, per_sm, med, us.front(), us.back(),
+  std::printf("%-6s d%d s%d k%d %3d blocks (%d/SM)  %7.2f us  [%.2f, %.2f]  %.2f TB/s", name,
+              DEEP, STAGES, KSPLIT, blocks, per_sm, med, us.front(), us.back(),
               bytes / med * 1e-6);
+  if (stamps != nullptr) {  // the last launch's blocks: start spread, end min / median / max
+    std::vector<unsigned long long> h(3 * blocks);
+    CK(cudaMemcpy(h.data(), stamps, h.size() * 8, cudaMemcpyDeviceToHost));
+    unsigned long long t0 = ~0ull, s1 = 0;
+    std::vector<double> ends, taken;
+    for (int b = 0; b < blocks; ++b) {
+      t0 = std::min(t0, h[3 * b]);
+      s1 = std::max(s1, h[3 * b]);
+    }
+    for (int b = 0; b < blocks; ++b) {
+      ends.push_back((h[3 * b + 1] - t0) * 1e-3);
+      taken.push_back(static_cast<double>(h[3 * b + 2]));
+    }
+    std::sort(ends.begin(), ends.end());
+    std::sort(taken.begin(), taken.end());
+    std::printf("  | starts within %.2f us, ends %.2f / %.2f / %.2f / %.2f us (min/p10/med/max)",
+                (s1 - t0) * 1e-3, ends.front(), ends[blocks / 10], ends[blocks / 2], ends.back());
+    if (MODE == kDynamic)
+      std::printf(", items per block %.0f..%.0f", taken.front(), taken.back());
+  }
+  std::printf("\n");
   CK(cudaGraphExecDestroy(ge));
 }
 }  // namespace
@@ -217,15 +322,23 @@ int main() {
   // RING_COPY_DEEP=1: longer runs per row without repacking (deepD) against the library's
   // pattern and contiguous tiles, at 57, 101 and 163 experts (M = 8, 16, 32), two passes.
   if (std::getenv("RING_COPY_DEEP") != nullptr) {
+    unsigned long long* st;
+    int* q;
+    CK(cudaMalloc(&st, 3 * kMaxBlocks * sizeof(unsigned long long)));
+    CK(cudaMemset(st, 0, 3 * kMaxBlocks * sizeof(unsigned long long)));
+    CK(cudaMalloc(&q, 64 * sizeof(int)));
     for (int pass = 0; pass < 2; ++pass)
       for (int experts : {57, 101, 163}) {
-        run<kCpAsync, 4, 1, 1>("cpasync", all_sets, tmap, experts, s, sink);
-        run<kCpAsync, 4, 1, 2>("cpasync", all_sets, tmap, experts, s, sink);
-        run<kCpAsync, 4, 1, 4>("cpasync", all_sets, tmap, experts, s, sink);
-        run<kCpAsync, 4, 1, 8>("cpasync", all_sets, tmap, experts, s, sink);
-        run<kContiguous, 4, 1, 1>("cont", all_sets, tmap, experts, s, sink);
-        run<kCpAsync, 3, 1, 1>("cpasync", all_sets, tmap, experts, s, sink);
-        run<kCpAsync, 3, 1, 4>("cpasync", all_sets, tmap, experts, s, sink);
+        run<kCpAsync, 4, 1, 1>("cpasync", all_sets, tmap, experts, s, sink, st);
+        run<kCpAsync, 4, 1, 2>("cpasync", all_sets, tmap, experts, s, sink, st);
+        run<kCpAsync, 4, 1, 4>("cpasync", all_sets, tmap, experts, s, sink, st);
+        run<kCpAsync, 4, 1, 8>("cpasync", all_sets, tmap, experts, s, sink, st);
+        run<kContiguous, 4, 1, 1>("cont", all_sets, tmap, experts, s, sink, st);
+        run<kCpAsync, 3, 1, 1>("cpasync", all_sets, tmap, experts, s, sink, st);
+        run<kDynamic, 4, 2, 1>("dyn", all_sets, tmap, experts, s, sink, st, q);
+        run<kDynamic, 4, 4, 1>("dyn", all_sets, tmap, experts, s, sink, st, q);
+        run<kDynamic, 4, 8, 1>("dyn", all_sets, tmap, experts, s, sink, st, q);
+        run<kDynamic, 3, 4, 1>("dyn", all_sets, tmap, experts, s, sink, st, q);
       }
     CK(cudaDeviceSynchronize());
     return 0;
