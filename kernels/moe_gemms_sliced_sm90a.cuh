@@ -8,13 +8,15 @@
 // and GEMM2's weights stream into the ring while GEMM1's epilogue runs: the stage path's GEMM2
 // launch, its grid's fill and drain, and the activation's round trip through memory are gone.
 //
-// - The producer warpgroup copies the block's K / 128 GEMM1 units (the 16 token rows and the
-//   256 w13 rows of a 128-deep K-tile, with their scales) and then its K / 256 GEMM2 units (256
-//   w2 rows x the slice's 128 columns, with their scales) through one mbarrier ring, announcing
-//   each on the slot's `full` barrier when its copies land (cp.async.mbarrier.arrive).
-// - Two consumer warpgroups take each unit (swap-AB wgmma m64n16k32: weights as A, 128 rows per
-//   warpgroup; the token slots as B) and fold GEMM1's partial sums with the block scales, as
-//   moe_gemms_persistent does.
+// - The producer warpgroup copies the block's K / 128 GEMM1 units (the 128 gate rows over K,
+//   then the 128 up rows: each unit 256 deep, two 128-deep K-subtiles, with the 16 token rows
+//   and the scales of both) and then its K / 256 GEMM2 units (256 w2 rows x the slice's 128
+//   columns, with their scales) through one mbarrier ring, announcing each on the slot's `full`
+//   barrier when its copies land (cp.async.mbarrier.arrive). 256-byte runs of each w13 row copy
+//   faster than 128-byte ones (sliced_plan.cuh).
+// - Two consumer warpgroups take each unit (swap-AB wgmma m64n16k32: weights as A, the token
+//   slots as B; GEMM1: 64 rows of the unit per warpgroup, GEMM2: 128) and fold GEMM1's partial
+//   sums with the block scales, as moe_gemms_persistent does.
 // - After GEMM1: SiLU(gate)·up rounded to bf16, quantized to e4m3 per token slot (amax / 448,
 //   the stage path's values) into a shared tile that is GEMM2's B operand.
 // - Each GEMM2 unit's 256 output columns, scaled (w2 block scale x activation scale x routed
@@ -76,21 +78,24 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   using sliced_detail::consumer_sync;
   constexpr int NS = slices(N);
   constexpr int KU1 = up_units(K);
-  constexpr int KU2 = N / kUnitK;  // w2_scale's columns
+  constexpr int KH = KU1 / 2;       // GEMM1 units per half (gate, up)
+  constexpr int KB = K / kUnitK;    // a_scale's and w13_scale's columns
+  constexpr int KU2 = N / kUnitK;   // w2_scale's columns
   constexpr int ND = down_units(K);
   constexpr int kSBN = SCALE_BLOCK_N;
   constexpr int S = NUM_STAGES;
   static_assert(shape_violation(N, K, SCALE_BLOCK_N, 128) == nullptr,
                 "see sliced_plan::shape_violation's reason on the host");
-  static_assert(S >= kMinStages && S <= kMaxStages, "NUM_STAGES must be in 2..6");
-  static_assert(kStageBytes % 1024 == 0 && kATileBytes % 1024 == 0, "1024-byte aligned tiles");
+  static_assert(S >= kMinStages && S <= kMaxStages, "NUM_STAGES must be in 2..5");
+  static_assert(kStageBytes % 1024 == 0 && kActTileBytes % 1024 == 0, "1024-byte aligned tiles");
+  static_assert(kUpDepth == 2 && 2 * KH == KU1, "GEMM1 units: 128 rows x 256 deep, two halves");
   static_assert(ALIGN_E == 0 || tile_math::inline_align_scratch_bytes(ALIGN_E) <= kStageBytes,
                 "the derivation's scratch lives in ring slot 0");
 
   extern __shared__ __align__(1024) unsigned char smem[];
   unsigned char* s_act = smem + S * kStageBytes;             // GEMM2's B tile [16][128] e4m3
-  unsigned char* s_out = s_act + kATileBytes;                // 2 x [16][kOutRowBytes] bf16
-  float* s_sc = reinterpret_cast<float*>(s_out + 2 * kBlockM * kOutRowBytes);  // [S][32]
+  unsigned char* s_out = s_act + kActTileBytes;              // 2 x [16][kOutRowBytes] bf16
+  float* s_sc = reinterpret_cast<float*>(s_out + 2 * kBlockM * kOutRowBytes);  // [S][40]
   float* s_asc = s_sc + S * kSlotScales;                     // [16] activation scales
   int* s_slot = reinterpret_cast<int*>(s_asc + kBlockM);     // [16]
   int* s_ticket = s_slot + kBlockM;                          // 4 ints
@@ -171,16 +176,21 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
 
   // ---- producer warpgroup ---------------------------------------------------------------------
   if (tid >= kConsumerThreads) {
-    // Thread ltid copies chunk ltid % 8 of tile rows ltid / 8 + 16 i (i < 16): a fixed shared
-    // offset per i (the swizzle repeats every 8 rows) and one token row of the A tile.
     const int ltid = tid - kConsumerThreads;
+    // GEMM1: thread ltid copies chunk uc = ltid % 16 (K-subtile uc / 8) of unit rows
+    // urow0 + 8 i (i < 16) and of token rows urow0 + 8 a (a < 2), urow0 = ltid / 16: a fixed
+    // shared offset per i (the swizzle repeats every 8 rows); a warp copies two 256-byte runs.
+    const int urow0 = ltid / 16, uc = ltid % 16;
+    const int usw = (uc / 8) * (kUpRows * kUnitK) + urow0 * kUnitK + ((uc % 8) ^ (urow0 & 7)) * 16;
+    const int asw = (uc / 8) * kActTileBytes + urow0 * kUnitK + ((uc % 8) ^ (urow0 & 7)) * 16;
+    const int aslot[2] = {s_slot[urow0], s_slot[urow0 + 8]};
+    // Unit (half h, k): rows h N + 128 j + r of w13, K bytes [256 k, 256 k + 256).
+    const unsigned char* w13_base =
+        w13 + ((long long)e * 2 * N + j * kUnitK + urow0) * K + uc * 16;
+    // GEMM2: thread ltid copies chunk ltid % 8 of tile rows ltid / 8 + 16 i (i < 16); tile row
+    // row0 + 16 i is w2 row 256 u + row0 + 16 i, the slice's 128 columns.
     const int row0 = ltid / 8, chunk = ltid % 8;
     const int dst0 = row0 * kUnitK + (chunk ^ (row0 & 7)) * 16;
-    const int slot = s_slot[row0];
-    const unsigned char* a_row = slot >= 0 ? a_q + (long long)(slot / TOPK) * K + chunk * 16 : a_q;
-    // GEMM1: tile row r = row0 + 16 i of warpgroup i / 8: gate rows for (i % 8) < 4, up rows after.
-    const unsigned char* w13_base = w13 + ((long long)e * 2 * N + j * kUnitK + row0) * K + chunk * 16;
-    // GEMM2: tile row row0 + 16 i is w2 row 256 u + row0 + 16 i, the slice's 128 columns.
     const unsigned char* w2_base = w2 + ((long long)e * K + row0) * N + j * kUnitK + chunk * 16;
     for (int idx = 0; idx < KU1 + ND; ++idx) {
       const int st = idx % S;
@@ -188,26 +198,35 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       const unsigned base = smem_base + st * kStageBytes;
       const unsigned sc_dst = ptx::smem_addr(s_sc + st * kSlotScales + ltid);
       if (idx < KU1) {
-        const int k = idx;
-        // The unit's scales ride with it: a_scale of token row ltid, or of slice ltid - 16
-        // (warpgroup (ltid - 16) / 2, gate / up) its w13_scale.
-        if (ltid < kBlockM) {
-          const int srow = s_slot[ltid];
-          ptx::cp_async_4(sc_dst, srow >= 0 ? a_scale + (long long)(srow / TOPK) * KU1 + k : a_scale,
+        const int h = idx / KH, k = idx % KH;
+        // The unit's scales ride with it: a_scale of token row ltid % 16 and K-subtile
+        // ltid / 16, or (ltid - 32: warpgroup q / 2, subtile q % 2) its w13_scale.
+        if (ltid < kUpWScale) {
+          const int srow = s_slot[ltid % kBlockM];
+          ptx::cp_async_4(sc_dst,
+                          srow >= 0 ? a_scale + (long long)(srow / TOPK) * KB + 2 * k + ltid / 16
+                                    : a_scale,
                           srow >= 0 ? 4 : 0);
-        } else if (ltid < kBlockM + 4) {
-          const int q = ltid - kBlockM;
-          const int row = (q % 2 == 0 ? 0 : N) + j * kUnitK + (q / 2) * 64;
-          ptx::cp_async_4(sc_dst, w13_scale + ((long long)e * (2 * N / kSBN) + row / kSBN) * KU1 + k,
-                          4);
+        } else if (ltid < kUpWScale + 2 * kUpDepth) {
+          const int q = ltid - kUpWScale;
+          const int row = h * N + j * kUnitK + (q / 2) * 64;
+          ptx::cp_async_4(
+              sc_dst, w13_scale + ((long long)e * (2 * N / kSBN) + row / kSBN) * KB + 2 * k + q % 2,
+              4);
         }
-        ptx::cp_async_16(base + dst0, a_row + (slot >= 0 ? k * kUnitK : 0), slot >= 0 ? 16 : 0);
 #pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          const int src_row = (i % 8 < 4 ? 0 : N) + (i / 8) * 64 + (16 * (i % 8)) % 64;
-          ptx::cp_async_16(base + kATileBytes + dst0 + i * 16 * kUnitK,
-                           w13_base + (long long)src_row * K + k * kUnitK, 16);
+        for (int a = 0; a < 2; ++a) {
+          const int slot = aslot[a];
+          ptx::cp_async_16(base + asw + a * 8 * kUnitK,
+                           slot >= 0 ? a_q + (long long)(slot / TOPK) * K + 2 * k * kUnitK + uc * 16
+                                     : a_q,
+                           slot >= 0 ? 16 : 0);
         }
+        const unsigned char* wk = w13_base + (long long)h * N * K + 2 * k * kUnitK;
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+          ptx::cp_async_16(base + kUpATileBytes + usw + i * 8 * kUnitK,
+                           wk + (long long)(8 * i) * K, 16);
       } else {
         const int u = idx - KU1;
         if (ltid >= kBlockM && ltid < kBlockM + 4) {  // slice q's w2_scale
@@ -218,8 +237,8 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         const unsigned char* wb = w2_base + (long long)u * kUnitRows * N;
 #pragma unroll
         for (int i = 0; i < 16; ++i)
-          ptx::cp_async_16(base + kATileBytes + dst0 + i * 16 * kUnitK, wb + (long long)(16 * i) * N,
-                           16);
+          ptx::cp_async_16(base + kUpATileBytes + dst0 + i * 16 * kUnitK,
+                           wb + (long long)(16 * i) * N, 16);
       }
       mbar::arrive_on_cp_async(full_bar(st));
     }
@@ -246,9 +265,27 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   for (int i = 0; i < 2; ++i)
 #pragma unroll
     for (int q = 0; q < 8; ++q) acc[i][q] = 0.f;
-  // The wgmmas of the unit in slot st against the token tile at b_addr; waits for them.
+  // GEMM1: the wgmmas of the unit in slot st, K-subtile s into part[s] (this warpgroup's m64
+  // slice of the unit's 128 rows); waits for them.
+  auto mma_up_unit = [&](int st) {
+    const unsigned a_base = smem_base + st * kStageBytes;
+    const unsigned w_base = a_base + kUpATileBytes + wg * 64 * kUnitK;
+    wgmma::fence();
+#pragma unroll
+    for (int sub = 0; sub < kUpDepth; ++sub)
+#pragma unroll
+      for (int ks = 0; ks < kUnitK / 32; ++ks)
+        wgmma::mma_e4m3<16>(part[sub],
+                            wgmma::make_desc(w_base + sub * kUpRows * kUnitK + ks * 32),
+                            wgmma::make_desc(a_base + sub * kActTileBytes + ks * 32),
+                            ks == 0 ? 0 : 1);
+    wgmma::commit();
+    wgmma::wait<0>();
+  };
+  // GEMM2: the wgmmas of the unit in slot st (this warpgroup's 128 of its 256 rows) against the
+  // token tile at b_addr; waits for them.
   auto mma_unit = [&](int st, unsigned b_addr) {
-    const unsigned w_base = smem_base + st * kStageBytes + kATileBytes + wg * 128 * kUnitK;
+    const unsigned w_base = smem_base + st * kStageBytes + kUpATileBytes + wg * 128 * kUnitK;
     wgmma::fence();
 #pragma unroll
     for (int ks = 0; ks < kUnitK / 32; ++ks) {
@@ -263,28 +300,33 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   };
   auto bf16_bits = [](float v) { return __bfloat16_as_ushort(__float2bfloat16_rn(v)); };
 
-  // ---- GEMM1 ----------------------------------------------------------------------------------
-  for (int idx = 0; idx < KU1; ++idx) {
-    const int st = idx % S;
-    mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));
-    wgmma::fence_proxy_async();  // the producer's cp.async bytes -> our wgmma reads
-    float sa[4], sw[2];
+  // ---- GEMM1: acc[0] the gate rows, acc[1] the up rows of this warpgroup's 64 columns --------
 #pragma unroll
-    for (int q = 0; q < 4; ++q) sa[q] = s_sc[st * kSlotScales + tok(q)];
+  for (int h = 0; h < 2; ++h) {
+    for (int k = 0; k < KH; ++k) {
+      const int idx = h * KH + k, st = idx % S;
+      mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));
+      wgmma::fence_proxy_async();  // the producer's cp.async bytes -> our wgmma reads
+      float sa[kUpDepth][4], sw[kUpDepth];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) sw[i] = s_sc[st * kSlotScales + kBlockM + 2 * wg + i];
-    mma_unit(st, smem_base + st * kStageBytes);
-    if (lane == 0) mbar::arrive(empty_bar(st));
+      for (int sub = 0; sub < kUpDepth; ++sub) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
+        for (int q = 0; q < 4; ++q) sa[sub][q] = s_sc[st * kSlotScales + sub * kBlockM + tok(q)];
+        sw[sub] = s_sc[st * kSlotScales + kUpWScale + 2 * wg + sub];
+      }
+      mma_up_unit(st);
+      if (lane == 0) mbar::arrive(empty_bar(st));
 #pragma unroll
-      for (int jj = 0; jj < 2; ++jj)
+      for (int sub = 0; sub < kUpDepth; ++sub)
 #pragma unroll
-        for (int ee = 0; ee < 2; ++ee) {
-          const float f = sa[2 * jj + ee] * sw[i];
-          acc[i][4 * jj + ee] += part[i][4 * jj + ee] * f;
-          acc[i][4 * jj + 2 + ee] += part[i][4 * jj + 2 + ee] * f;
-        }
+        for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+          for (int ee = 0; ee < 2; ++ee) {
+            const float f = sa[sub][2 * jj + ee] * sw[sub];
+            acc[h][4 * jj + ee] += part[sub][4 * jj + ee] * f;
+            acc[h][4 * jj + 2 + ee] += part[sub][4 * jj + 2 + ee] * f;
+          }
+    }
   }
 
   // ---- SiLU(gate)·up rounded to bf16 (as the stage path), quantized per token slot ------------

@@ -1,12 +1,15 @@
 // The plan of kernels/moe_gemms_sliced_sm90a.cuh (GEMM1, SiLU(gate)·up and GEMM2 of a block-fp8
 // layer in one launch, a block per intermediate slice), shared by the kernel and the host
 // (src/moe/sliced.cpp): its geometry, shared memory and counters. constexpr only, no CUDA
-// includes, as tile_math.cuh. The ring, its units and the consumer layout are the persistent
-// kernel's (persistent_plan.cuh): 32 KB units of 256 weight rows x 128 deep, 16 token slots.
+// includes, as tile_math.cuh. The ring's units hold 32 KB of weights and the consumer layout is
+// the persistent kernel's (persistent_plan.cuh: 16 token slots, m64 wgmma slices); GEMM1's units
+// are 128 rows x 256 deep (kUpDepth K-subtiles of 128) instead of 256 x 128, so that each weight
+// row comes in 256-byte runs: the same bytes copied 4.8% faster at M = 8 (57 experts) and 3.6%
+// at M = 16 on an H100 SXM (bench/results/2026-12-07_thirtysixth_session.md, ring_copy d2).
 //
-// Block (m-block b, slice j) of the grid [max m-blocks x N / 128]: GEMM1's 128 gate and 128 up
-// rows of intermediate columns [128 j, 128 j + 128) over K (K / 128 units), SiLU·up quantized
-// per token (one 128-group, the same values the stage path's fused epilogue writes) into shared
+// Block (m-block b, slice j) of the grid [max m-blocks x N / 128]: GEMM1's 128 gate rows of
+// intermediate columns [128 j, 128 j + 128) over K, then its 128 up rows (K / 128 units in
+// all), SiLU·up quantized per token (one 128-group, the same values the stage path's fused epilogue writes) into shared
 // memory, then GEMM2's partial sum over those 128 columns for all K output columns (K / 256
 // units of w2 rows [256 u, 256 u + 256), columns [128 j, 128 j + 128)), times the routed
 // weight, added into out [M, K] (red.global.add). GEMM2's reduction is split over the N / 128
@@ -24,19 +27,26 @@
 namespace moetune {
 namespace sliced_plan {
 
-using persistent_plan::kATileBytes;
 using persistent_plan::kBlockM;
 using persistent_plan::kConsumerThreads;
 using persistent_plan::kOutRowBytes;
 using persistent_plan::kProducerThreads;
-using persistent_plan::kSlotScales;
-using persistent_plan::kStageBytes;
 using persistent_plan::kThreads;
 using persistent_plan::kUnitK;
 using persistent_plan::kUnitRows;
 
+constexpr int kUpDepth = 2;                          // K-subtiles (128 deep) per GEMM1 unit
+constexpr int kUpRows = kUnitRows / kUpDepth;        // weight rows per GEMM1 unit: gate or up
+constexpr int kActTileBytes = kBlockM * kUnitK;      // a [16][128 B] token tile: GEMM2's B
+constexpr int kUpATileBytes = kUpDepth * kActTileBytes;  // GEMM1's token rows per unit: 4 KB
+constexpr int kStageBytes = kUpATileBytes + kUnitRows * kUnitK;  // a ring slot: 36 KB
+// Floats of scales per ring slot: GEMM1's 16 token rows x kUpDepth, then 2 m64 slices x
+// kUpDepth of w13 (GEMM2's 4 w2 slices sit at 16..19).
+constexpr int kSlotScales = 40;
+constexpr int kUpWScale = kBlockM * kUpDepth;        // where GEMM1's w13 scales start
+
 constexpr int kMinStages = 2;
-constexpr int kMaxStages = 6;
+constexpr int kMaxStages = 5;  // 5 x 36 KB slots and the rest fit 227 KB
 // Blocks that zero `out` before any block adds into it (the first kZeroBlocks tickets; a block
 // takes its ticket when it starts, so every block it waits for is already running).
 constexpr int kZeroBlocks = 64;
@@ -48,14 +58,14 @@ constexpr int kMaxSlices = 4;
 constexpr int kCounterInts = 3;
 
 MOETUNE_HD constexpr int slices(int N) { return N / kUnitK; }           // GEMM1 tiles per m-block
-MOETUNE_HD constexpr int up_units(int K) { return K / kUnitK; }         // per block
+MOETUNE_HD constexpr int up_units(int K) { return K / kUnitK; }         // per block (both halves)
 MOETUNE_HD constexpr int down_units(int K) { return K / kUnitRows; }    // per block
 
 // Dynamic shared memory: the ring, the activation tile (GEMM2's B operand), two staged bf16
 // output tiles (GEMM2's adds leave from one while the next is written), each slot's scales, the
 // activation's scales, the slot table, the ticket, the full and empty mbarriers of each slot.
 MOETUNE_HD constexpr int smem_bytes(int stages) {
-  return stages * kStageBytes + kATileBytes + 2 * kBlockM * kOutRowBytes +
+  return stages * kStageBytes + kActTileBytes + 2 * kBlockM * kOutRowBytes +
          stages * kSlotScales * 4 + kBlockM * 4 + kBlockM * 4 + 16 + 2 * stages * 8;
 }
 

@@ -39,7 +39,7 @@ int sliced_counter_ints() { return sp::kCounterInts; }
 void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const SlicedArgs& a,
                    CUstream stream, bool pdl) {
   if (stages < sp::kMinStages || stages > sp::kMaxStages)
-    throw InputError("stages", std::to_string(stages), "must be in 2..6");
+    throw InputError("stages", std::to_string(stages), "must be in 2..5");
   if (a.out == nullptr) throw InputError("out", "null", "the sliced GEMM kernel adds into it");
   if (a.counters == nullptr) throw InputError("counters", "null", "the kernel's tickets");
   if (reinterpret_cast<std::uintptr_t>(a.out) % 16 != 0)
