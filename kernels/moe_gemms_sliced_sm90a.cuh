@@ -255,10 +255,12 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       atomicAdd(zeroed, 1);
     }
   }
-  const int wg = warp / 4;                              // weight rows [128 wg, 128 wg + 128)
+  const int wg = warp / 4;
   const int lane_row = (warp & 3) * 16 + (lane >> 2);   // row within an m64 slice (+8: h = 1)
-  // Accumulator (slice i, q = 4 j + 2 h + e) is weight row 128 wg + 64 i + lane_row + 8 h of
-  // token slot 8 j + 2 (lane % 4) + e of the m-block; q4 = 2 j + e names the slot.
+  // A warpgroup's m64 slice i (q = 4 j + 2 h + e): row lane_row + 8 h of it, token slot
+  // 8 j + 2 (lane % 4) + e of the m-block; q4 = 2 j + e names the slot. GEMM1: acc[i] / part[i]
+  // is gate (i = 0) or up (i = 1) row 64 wg + lane_row + 8 h of the slice's half (part[i]: unit
+  // K-subtile i); GEMM2: part[i] is unit row 128 wg + 64 i + lane_row + 8 h.
   auto tok = [&](int q4) { return 8 * (q4 / 2) + 2 * (lane & 3) + (q4 & 1); };
   float acc[2][8], part[2][8];
 #pragma unroll

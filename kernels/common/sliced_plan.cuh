@@ -9,10 +9,10 @@
 //
 // Block (m-block b, slice j) of the grid [max m-blocks x N / 128]: GEMM1's 128 gate rows of
 // intermediate columns [128 j, 128 j + 128) over K, then its 128 up rows (K / 128 units in
-// all), SiLU·up quantized per token (one 128-group, the same values the stage path's fused epilogue writes) into shared
-// memory, then GEMM2's partial sum over those 128 columns for all K output columns (K / 256
-// units of w2 rows [256 u, 256 u + 256), columns [128 j, 128 j + 128)), times the routed
-// weight, added into out [M, K] (red.global.add). GEMM2's reduction is split over the N / 128
+// all), SiLU·up quantized per token (one 128-group, the same values the stage path's fused
+// epilogue writes) into shared memory, then GEMM2's partial sum over those 128 columns for
+// all K output columns (K / 256 units of w2 rows [256 u, 256 u + 256), columns
+// [128 j, 128 j + 128)), times the routed weight, added into out [M, K] (red.global.add). GEMM2's reduction is split over the N / 128
 // slices, so no block waits for another's activation.
 #pragma once
 
@@ -41,7 +41,7 @@ constexpr int kActTileBytes = kBlockM * kUnitK;      // a [16][128 B] token tile
 constexpr int kUpATileBytes = kUpDepth * kActTileBytes;  // GEMM1's token rows per unit: 4 KB
 constexpr int kStageBytes = kUpATileBytes + kUnitRows * kUnitK;  // a ring slot: 36 KB
 // Floats of scales per ring slot: GEMM1's 16 token rows x kUpDepth, then 2 m64 slices x
-// kUpDepth of w13 (GEMM2's 4 w2 slices sit at 16..19).
+// kUpDepth of w13 (36 used; GEMM2's 4 w2 slices sit at 16..19); 40 keeps slots 16-byte apart.
 constexpr int kSlotScales = 40;
 constexpr int kUpWScale = kBlockM * kUpDepth;        // where GEMM1's w13 scales start
 
