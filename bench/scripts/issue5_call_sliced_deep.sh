@@ -3,7 +3,7 @@
 # at 0a7c4fd or later, .devbin/prev/moetune the build before it): the sliced kernel's GEMM1 units
 # of 128 rows x 256 deep. gpu_test_moe_sliced (against the stage path), check of both fp8
 # anchors at M = 6..8 (the sliced kernel is the default there) and with --sliced at M = 16;
-# profile of Qwen3.5 fp8 at M = 8; the layer A/B prev / new at M = 6, 7, 8 (the default) and
+# the layer A/B prev / new at M = 6, 7, 8 (the default) and
 # with --sliced at M = 16 (two interleaved runs).
 # Prediction: tests pass; w13 is 2/3 of the kernel's bytes and copies ~4.8% faster this way
 # (ring_copy d2), so the layer -2.5..-3.5% at Qwen3.5 fp8 M = 8 (H200: 40.1 -> ~38.9 µs),
@@ -25,11 +25,6 @@ for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8"
   echo "check --sliced $i rc=$?: $(tail -n 1 "$OUT/check_s$i.txt")"
   grep -hvE "^ok " "$OUT/check_$i.txt" "$OUT/check_s$i.txt" | head -n 4
   i=$((i + 1))
-done
-for b in prev/moetune moetune; do
-  timeout 40 ".devbin/$b" profile --model qwen3.5-122b-a10b-fp8 --tp 4 --batch 8 --measured-ceilings \
-    >"$OUT/profile_${b%%/*}.txt" 2>&1
-  echo "profile $b rc=$?"; grep -iE "sliced|routing|layer" "$OUT/profile_${b%%/*}.txt" | head -n 6
 done
 OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=6,7,8 \
   BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
