@@ -14,6 +14,9 @@
 //   dyn<Q>   - cp.async as cpasync, 132 resident blocks that take items from an atomic queue:
 //              item = (expert, 256-row tile, K-part of 24 / Q tiles), so a block the memory
 //              system serves slowly takes fewer (does uneven service set the static grid's end?).
+//   pair     - cp.async, the library's 256 x 128-byte units, but the producer waits for two free
+//              slots and copies units t and t + 1 row by row together (each row's 256 bytes
+//              requested back to back): deep's runs without changing a unit's shape.
 // RING_COPY_DEEP also stamps each block's start and end (globaltimer) in the graph's last launch.
 // Grids: M = 8's (57 experts, 114 blocks) and M = 32's (163 experts, 326 blocks); ring depths 2..4.
 // Timed as the other probes: a CUDA graph of 32 launches, launch i on weight set i % 4 (402 MB
@@ -39,7 +42,7 @@ constexpr long long kSetBytes = 1LL * kE * kRows * kK;
 constexpr int kTileRows = 256, kTileK = 128, kTileBytes = kTileRows * kTileK;  // 32 KB
 constexpr int kKTiles = kK / kTileK;
 constexpr int kSets = 4;
-enum Mode { kCpAsync = 0, kTma = 1, kBulk1d = 2, kContiguous = 3, kDynamic = 4 };
+enum Mode { kCpAsync = 0, kTma = 1, kBulk1d = 2, kContiguous = 3, kDynamic = 4, kPair = 5 };
 constexpr int kMaxBlocks = 512;
 
 __device__ __forceinline__ unsigned long long globaltimer() {
@@ -79,7 +82,9 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
   constexpr int kTiles = kKTiles / KSPLIT;
   if (tid == 0)
     for (int s = 0; s < STAGES; ++s) {
-      moetune::mbar::init(smem_addr(&bars[s]), MODE == kCpAsync || MODE == kContiguous ? 128
+      moetune::mbar::init(smem_addr(&bars[s]), MODE == kCpAsync || MODE == kContiguous ||
+                                                       MODE == kPair
+                                                   ? 128
                                                : MODE == kDynamic                        ? 129
                                                                                          : 1);
       moetune::mbar::init(smem_addr(&bars[STAGES + s]), 4);
@@ -148,6 +153,31 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
     return;
   }
   const unsigned char* w = set + ((long long)expert * kRows + row0) * kK;
+  if (MODE == kPair && tid >= 128) {  // producer, two units at a time
+    const int p = tid - 128;
+    for (int i = 0; i < kTiles; i += 2) {
+      const int st0 = i % STAGES, st1 = (i + 1) % STAGES;
+      if (i >= STAGES) moetune::mbar::wait(smem_addr(&bars[STAGES + st0]), ((i / STAGES) - 1) & 1);
+      if (i + 1 >= STAGES)
+        moetune::mbar::wait(smem_addr(&bars[STAGES + st1]), (((i + 1) / STAGES) - 1) & 1);
+      const unsigned d0 = smem_addr(smem + st0 * kTileBytes);
+      const unsigned d1 = smem_addr(smem + st1 * kTileBytes);
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int idx = p + j * 128, r = idx / 8, c = idx % 8;
+        const unsigned off = r * 128 + ((c ^ (r & 7)) * 16);
+        const unsigned char* src = w + (long long)r * kK + (kt0 + i) * kTileK + c * 16;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d0 + off), "l"(src)
+                     : "memory");
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d1 + off), "l"(src + kTileK)
+                     : "memory");
+      }
+      // Each arrival waits for all of this thread's copies so far: unit i lands with unit i + 1.
+      moetune::mbar::arrive_on_cp_async(smem_addr(&bars[st0]));
+      moetune::mbar::arrive_on_cp_async(smem_addr(&bars[st1]));
+    }
+    return;
+  }
   if (tid >= 128) {  // producer
     const int p = tid - 128;
     for (int i = 0; i < kTiles; ++i) {
@@ -204,7 +234,8 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
   }
   // consumer: take each tile, touch one byte per thread (as a wgmma would read it), free the slot
   unsigned acc = 0;
-  for (int i = 0; i < (MODE == kCpAsync || MODE == kContiguous ? kTiles : kKTiles); ++i) {
+  for (int i = 0; i < (MODE == kCpAsync || MODE == kContiguous || MODE == kPair ? kTiles : kKTiles);
+       ++i) {
     const int st = i % STAGES;
     moetune::mbar::wait(smem_addr(&bars[st]), (i / STAGES) & 1);
     acc += smem[st * kTileBytes + tid * 128 + (i & 127)];
@@ -334,6 +365,8 @@ int main() {
         run<kCpAsync, 4, 1, 4>("cpasync", all_sets, tmap, experts, s, sink, st);
         run<kCpAsync, 4, 1, 8>("cpasync", all_sets, tmap, experts, s, sink, st);
         run<kContiguous, 4, 1, 1>("cont", all_sets, tmap, experts, s, sink, st);
+        run<kPair, 4, 1, 1>("pair", all_sets, tmap, experts, s, sink, st);
+        run<kPair, 6, 1, 1>("pair", all_sets, tmap, experts, s, sink, st);
         run<kCpAsync, 3, 1, 1>("cpasync", all_sets, tmap, experts, s, sink, st);
         run<kDynamic, 4, 2, 1>("dyn", all_sets, tmap, experts, s, sink, st, q);
         run<kDynamic, 4, 4, 1>("dyn", all_sets, tmap, experts, s, sink, st, q);
