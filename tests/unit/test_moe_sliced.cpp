@@ -203,6 +203,7 @@ TEST(MoeSliced, LaunchRefusesMissingOrMisalignedPointers) {
   EXPECT_EQ(field_of(a, 4), "counters");
   a.counters = counters;
   EXPECT_EQ(field_of(a, 7), "stages");
+  EXPECT_EQ(field_of(a, sp::kMaxStages + 1), "stages");  // 6: its 36 KB slots do not fit
   a.max_m_blocks = 0;
   EXPECT_EQ(field_of(a, 4), "max_m_blocks");
   a.max_m_blocks = 64;
