@@ -21,4 +21,18 @@ for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8"
   grep -vE "^ok " "$OUT/check_$i.txt" | head -n 4
   i=$((i + 1))
 done
+# .devbin/pair/moetune (branch pair-producer: the warp-specialized wgmma kernel's producer
+# copies two K-tiles at a time): check, then the layer A/B against main where the stage path runs.
+# Prediction: as ring_copy's pair against cpasync d1; if pair matches d2 there, -1.5..-2.5% at
+# M = 16..32 (GEMM1 about 2/3 of the layer).
+if [ -x .devbin/pair/moetune ]; then
+  timeout 60 .devbin/pair/moetune check --model qwen3.5-122b-a10b-fp8 --tp 4 --batch 16,32,128 \
+    --configs 1 >"$OUT/check_pair.txt" 2>&1
+  echo "check pair rc=$?: $(tail -n 1 "$OUT/check_pair.txt")"
+  OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=16,32,64 \
+    BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
+    SIDES="new!measured-ceilings pair!measured-ceilings" \
+    timeout -k 5 "${AB_S:-120}" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
+  echo "stage_ab: exit $?"; tail -n 16 "$OUT/ab_console.txt"
+fi
 tar czf "$FINAL/call.tgz" -C "$FINAL" w && rm -rf "$FINAL/w"
