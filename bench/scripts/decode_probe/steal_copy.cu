@@ -9,7 +9,9 @@
 //   each block (item = expert x 128-column slice) copies its 24 GEMM1 units (128 rows x 256 B
 //   of K) and then GEMM2 units claimed one at a time from its item's counter;
 //   STEAL = 1: a block whose own counter is spent takes units from the published item (its
-//   consumers past the last GEMM1 unit) with the most left, while any started item has some.
+//   consumers past the last GEMM1 unit) with the most left, while any started item has some;
+//   STEAL = 2: as 1, and the grid fills the SMs: blocks past the items only steal (the real
+//   kernel's grid covers the worst case of m-blocks: at M = 8 about 128 blocks for 114 items).
 // Publication comes when the owner's consumers take the last GEMM1 unit, about 1 µs before the
 // real kernel's (its activation epilogue), so this is an upper bound on the gain.
 // Grids: M = 8's (57 experts, 114 blocks, one wave) and M = 16's (101 experts, 202 blocks).
@@ -69,7 +71,7 @@ __global__ void __launch_bounds__(256, 1)
   const int tid = threadIdx.x, b = blockIdx.x;
   if (tid == 0) {
     stamps[3 * b] = globaltimer();
-    atomicExch(started + b, 1);
+    if (b < items) atomicExch(started + b, 1);
     for (int s = 0; s < STAGES; ++s) {
       moetune::mbar::init(smem_addr(&bars[s]), 129);  // 128 copy arrivals + the tag's
       moetune::mbar::init(smem_addr(&bars[STAGES + s]), 4);
@@ -91,7 +93,7 @@ __global__ void __launch_bounds__(256, 1)
       if (p == 0) moetune::mbar::arrive(full);
       ++i;
     };
-    {  // GEMM1: unit (h, k) = rows h N + 128 j + r (r < 128), bytes [256 k, 256 k + 256)
+    if (b < items) {  // GEMM1: unit (h, k) = rows h N + 128 j + r (r < 128), bytes [256 k, ...)
       const int e = ex.id[b / 2], j = b % 2, urow0 = p / 16, uc = p % 16;
       const int usw = (uc / 8) * (128 * 128) + urow0 * 128 + ((uc % 8) ^ (urow0 & 7)) * 16;
       const unsigned char* base = w13 + ((long long)e * 2 * kN + j * 128 + urow0) * kK + uc * 16;
@@ -114,7 +116,7 @@ __global__ void __launch_bounds__(256, 1)
       if (p < 32) {
         int got = -1;
         if (p == 0) {
-          const int u = atomicAdd(next + cur, 1);
+          const int u = cur < items ? atomicAdd(next + cur, 1) : kU2;
           if (u < kU2) got = cur * 16 + u;
         }
         got = __shfl_sync(~0u, got, 0);
@@ -182,7 +184,7 @@ __global__ void __launch_bounds__(256, 1)
     acc += smem[st * kUnitBytes + tid * 128 + (i & 127)];
     __syncwarp();
     if ((tid & 31) == 0) moetune::mbar::arrive(smem_addr(&bars[STAGES + st]));
-    if (i == kU1 - 1) {
+    if (b < items && i == kU1 - 1) {
       asm volatile("bar.sync 1, 128;" ::: "memory");
       if (tid == 0) atomicExch(pub + b, 1);
     }
@@ -211,24 +213,27 @@ void run(unsigned char* w13, unsigned char* w2, int experts, int* ctr, unsigned 
     for (int k = 0; k < experts; ++k) x.id[k] = ids[k];
   }
   const int smem = STAGES * kUnitBytes + 1024, items = 2 * experts;
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int grid = STEAL == 2 ? std::max(items, sms) : items;
   auto kern = steal<STAGES, STEAL>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   cudaGraphExec_t ge = capture_graph(s, [&](cudaStream_t st) {
     CK(cudaMemsetAsync(ctr, 0, kLaunches * 3 * kMaxItems * sizeof(int), st));
     for (int i = 0; i < kLaunches; ++i)
-      kern<<<items, 256, smem, st>>>(w13 + (i % kSets) * kW13Bytes, w2 + (i % kSets) * kW2Bytes,
+      kern<<<grid, 256, smem, st>>>(w13 + (i % kSets) * kW13Bytes, w2 + (i % kSets) * kW2Bytes,
                                      ex[i], items, ctr + i * 3 * kMaxItems, stamps, sink);
   });
   const std::vector<double> us = replay_us(ge, s, kLaunches, 15);
   const double med = us[us.size() / 2];
   const double bytes = (double)items * (kU1 + kU2) * kUnitBytes;
-  std::vector<unsigned long long> h(3 * items);
+  std::vector<unsigned long long> h(3 * grid);
   CK(cudaMemcpy(h.data(), stamps, h.size() * 8, cudaMemcpyDeviceToHost));
   unsigned long long t0 = ~0ull, s1 = 0;
-  for (int b = 0; b < items; ++b) t0 = std::min(t0, h[3 * b]), s1 = std::max(s1, h[3 * b]);
+  for (int b = 0; b < grid; ++b) t0 = std::min(t0, h[3 * b]), s1 = std::max(s1, h[3 * b]);
   std::vector<double> ends;
   unsigned long long stolen = 0, thieves = 0;
-  for (int b = 0; b < items; ++b) {
+  for (int b = 0; b < grid; ++b) {
     ends.push_back((h[3 * b + 1] - t0) * 1e-3);
     stolen += h[3 * b + 2];
     thieves += h[3 * b + 2] > 0;
@@ -237,8 +242,8 @@ void run(unsigned char* w13, unsigned char* w2, int experts, int* ctr, unsigned 
   std::printf(
       "steal=%d s%d %3d blocks  %7.2f us  [%.2f, %.2f]  %.2f TB/s | starts within %.2f us, ends "
       "%.2f / %.2f / %.2f us (min/med/max), %llu units stolen by %llu blocks\n",
-      STEAL, STAGES, items, med, us.front(), us.back(), bytes / med * 1e-6, (s1 - t0) * 1e-3,
-      ends.front(), ends[items / 2], ends.back(), stolen, thieves);
+      STEAL, STAGES, grid, med, us.front(), us.back(), bytes / med * 1e-6, (s1 - t0) * 1e-3,
+      ends.front(), ends[grid / 2], ends.back(), stolen, thieves);
   CK(cudaGraphExecDestroy(ge));
 }
 }  // namespace
@@ -262,6 +267,7 @@ int main() {
     for (int experts : {57, 101}) {
       run<4, 0>(w13, w2, experts, ctr, stamps, sink, s);
       run<4, 1>(w13, w2, experts, ctr, stamps, sink, s);
+      if (2 * experts < 132) run<4, 2>(w13, w2, experts, ctr, stamps, sink, s);
     }
   CK(cudaDeviceSynchronize());
   return 0;
