@@ -19,12 +19,14 @@ left() { local l=$((${CALL_S:-520} - 20 - SECONDS)); [ "$l" -lt 5 ] && l=5; echo
 timeout 40 .devbin/steal_copy >"$OUT/steal_copy.txt" 2>&1
 echo "steal_copy rc=$?"; cut -c1-200 "$OUT/steal_copy.txt"
 timeout 90 .devbin/steal/gpu_test_moe_sliced --gtest_color=no >"$OUT/gpu_test_steal.txt" 2>&1
-echo "gpu_test_moe_sliced (steal) rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/gpu_test_steal.txt" | tr '\n' ' ')"
+echo "gpu_test_moe_sliced (steal) rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
+  "$OUT/gpu_test_steal.txt" | tr '\n' ' ')"
 i=0
 for model in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8"; do
   # shellcheck disable=SC2086
   timeout 60 .devbin/steal/moetune check $model --batch 6,7,8 --configs 1 >"$OUT/check_$i.txt" 2>&1
-  echo "check steal $i rc=$?: ok $(grep -c '^ok' "$OUT/check_$i.txt"), $(tail -n 1 "$OUT/check_$i.txt")"
+  echo "check steal $i rc=$?: ok $(grep -c '^ok' "$OUT/check_$i.txt"),"\
+    "$(tail -n 1 "$OUT/check_$i.txt")"
   # shellcheck disable=SC2086
   timeout 40 .devbin/steal/moetune check $model --batch 16 --sliced --configs 1 \
     >"$OUT/check_s$i.txt" 2>&1
