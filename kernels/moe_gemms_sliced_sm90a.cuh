@@ -267,17 +267,36 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   for (int i = 0; i < 2; ++i)
 #pragma unroll
     for (int q = 0; q < 8; ++q) acc[i][q] = 0.f;
-  // Two m64 wgmma chains over one 128-deep K: part[i] += A_i * B_i, A_i at a0 + i a_step (the
-  // weights), B_i at b0 + i b_step (the token tile); waits for them. GEMM1: chain i is the
-  // unit's K-subtile i (its own token subtile); GEMM2: rows 64 i.. of the warpgroup's 128.
-  auto mma_pair = [&](unsigned a0, unsigned a_step, unsigned b0, unsigned b_step) {
+  // GEMM1: the wgmmas of the unit in slot st, K-subtile s into part[s] (this warpgroup's m64
+  // slice of the unit's 128 rows); waits for them.
+  auto mma_up_unit = [&](int st) {
+    const unsigned a_base = smem_base + st * kStageBytes;
+    const unsigned w_base = a_base + kUpATileBytes + wg * 64 * kUnitK;
     wgmma::fence();
 #pragma unroll
-    for (int ks = 0; ks < kUnitK / 32; ++ks)
+    for (int sub = 0; sub < kUpDepth; ++sub)
+#pragma unroll
+      for (int ks = 0; ks < kUnitK / 32; ++ks)
+        wgmma::mma_e4m3<16>(part[sub],
+                            wgmma::make_desc(w_base + sub * kUpRows * kUnitK + ks * 32),
+                            wgmma::make_desc(a_base + sub * kActTileBytes + ks * 32),
+                            ks == 0 ? 0 : 1);
+    wgmma::commit();
+    wgmma::wait<0>();
+  };
+  // GEMM2: the wgmmas of the unit in slot st (this warpgroup's 128 of its 256 rows) against the
+  // token tile at b_addr; waits for them.
+  auto mma_unit = [&](int st, unsigned b_addr) {
+    const unsigned w_base = smem_base + st * kStageBytes + kUpATileBytes + wg * 128 * kUnitK;
+    wgmma::fence();
+#pragma unroll
+    for (int ks = 0; ks < kUnitK / 32; ++ks) {
+      const unsigned long long db = wgmma::make_desc(b_addr + ks * 32);
 #pragma unroll
       for (int i = 0; i < 2; ++i)
-        wgmma::mma_e4m3<16>(part[i], wgmma::make_desc(a0 + i * a_step + ks * 32),
-                            wgmma::make_desc(b0 + i * b_step + ks * 32), ks == 0 ? 0 : 1);
+        wgmma::mma_e4m3<16>(part[i], wgmma::make_desc(w_base + i * 64 * kUnitK + ks * 32), db,
+                            ks == 0 ? 0 : 1);
+    }
     wgmma::commit();
     wgmma::wait<0>();
   };
@@ -297,8 +316,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         for (int q = 0; q < 4; ++q) sa[sub][q] = s_sc[st * kSlotScales + sub * kBlockM + tok(q)];
         sw[sub] = s_sc[st * kSlotScales + kUpWScale + 2 * wg + sub];
       }
-      const unsigned a_base = smem_base + st * kStageBytes;  // this warpgroup's m64 of 128 rows
-      mma_pair(a_base + kUpATileBytes + wg * 64 * kUnitK, kUpRows * kUnitK, a_base, kActTileBytes);
+      mma_up_unit(st);
       if (lane == 0) mbar::arrive(empty_bar(st));
 #pragma unroll
       for (int sub = 0; sub < kUpDepth; ++sub)
@@ -372,8 +390,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     float sw[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) sw[i] = s_sc[st * kSlotScales + kBlockM + 2 * wg + i];
-    mma_pair(smem_base + st * kStageBytes + kUpATileBytes + wg * 128 * kUnitK, 64 * kUnitK,
-             act_addr, 0);
+    mma_unit(st, act_addr);
     if (lane == 0) mbar::arrive(empty_bar(st));
     // Staged in tile u % 2: its previous readers (unit u - 2) passed the barrier of unit u - 1.
     unsigned char* tile = s_out + (u & 1) * kBlockM * kOutRowBytes;
