@@ -1,7 +1,14 @@
 #!/bin/bash
-# Thirty-seventh session, one call on whichever GPU comes (carry .devbin: main's build in
-# .devbin/moetune, branch sliced-steal's in .devbin/steal/, steal_copy, ring_copy, and
-# optionally .devbin/pair/moetune from branch pair-producer). In order of what matters:
+# Thirty-seventh session's call (not run: no device came), one call on whichever GPU comes.
+# Carry .devbin, made here by
+#   bash bench/scripts/pdl_build_devbin.sh            # main: .devbin/moetune (and GPU tests)
+#   R=bench/results/2026-12-07_thirtyseventh_session
+#   bash bench/scripts/patch_build_devbin.sh $R/sliced_steal.diff steal    # .devbin/steal/
+#   bash bench/scripts/patch_build_devbin.sh $R/pair_producer.patch pair   # .devbin/pair/
+#   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -I kernels \
+#     -o .devbin/steal_copy bench/scripts/decode_probe/steal_copy.cu      # (ring_copy alike)
+# and keep .devbin under 46 MB (the call copies at most 64 MiB with the tree): drop the GPU
+# tests this call does not run. In order of what matters:
 # 1. steal_copy (copies only): do sliced blocks that end early gain by taking GEMM2 units?
 # 2. the sliced-steal build: its GPU test, check of both fp8 anchors at M = 6..8 (where the
 #    sliced kernel is the default) and --sliced at M = 16 (two waves: no stealing), then the
