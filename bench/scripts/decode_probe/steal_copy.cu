@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(256, 1)
     // GEMM2 units, claimed one at a time: the own item's, then (STEAL) others'.
     const int row0 = p / 8, chunk = p % 8;
     const int dst0 = row0 * 128 + (chunk ^ (row0 & 7)) * 16;
-    int cur = b, stolen = 0;
+    int cur = b, stolen = 0, polls = 0;
     for (;;) {
       asm volatile("bar.sync 2, 128;" ::: "memory");  // s_claim's last reader is done
       if (p < 32) {
@@ -137,7 +137,9 @@ __global__ void __launch_bounds__(256, 1)
             const int l2 = __shfl_xor_sync(~0u, left, o), b2 = __shfl_xor_sync(~0u, best, o);
             if (l2 > left || (l2 == left && b2 > best)) left = l2, best = b2;
           }
-          pending = __any_sync(~0u, pending);
+          // A block may not have marked itself started yet: scan a few times regardless
+          // (never longer: one that cannot start must not hold the thieves).
+          pending = __any_sync(~0u, pending) || ++polls < 16;
           if (best >= 0) {
             if (p == 0) {
               const int u = atomicAdd(next + best, 1);
