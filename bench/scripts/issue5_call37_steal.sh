@@ -16,7 +16,8 @@
 #    gains; M = 16 with --sliced within the spread (no stealing past one wave).
 # 3. on an H200: issue 5's bars at main (final_bars.sh; prediction: Qwen3.5 fp8 M = 8 about
 #    39.4 µs, 81% of floor_measured; 19 of 21).
-# 4. with the time left: ring_copy's pair mode, then the pair build's check and A/B at M = 16, 32.
+# 4. with the time left: ring_copy's pair mode, the pair build's check (M = 16, 32, 128) and
+#    its A/B at M = 16, 32.
 set -u
 FINAL=$OUT; OUT=$FINAL/w; mkdir -p "$OUT"; export OUT
 export MOETUNE_CACHE_DIR=/tmp/moetune-cache
@@ -62,6 +63,9 @@ if [ "$(left)" -gt 60 ]; then
   echo "ring_copy rc=$?"; grep -E "^(cpasync d[12] s4|pair)" "$OUT/ring_copy_deep.txt" | cut -c1-80
 fi
 if [ -x .devbin/pair/moetune ] && [ "$(left)" -gt 60 ]; then
+  timeout 60 .devbin/pair/moetune check --model qwen3.5-122b-a10b-fp8 --tp 4 --batch 16,32,128 \
+    --configs 1 >"$OUT/check_pair.txt" 2>&1
+  echo "check pair rc=$?: $(tail -n 1 "$OUT/check_pair.txt")"
   mkdir -p "$OUT/abp"
   OUT=$OUT/abp TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=16,32 \
     BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4" \
