@@ -1,9 +1,11 @@
-// What the standalone probes of this folder share: CUDA error checks, and timing a CUDA graph of
-// R back-to-back calls as `moetune bench` does (warm-up replays, then per-call µs of each replay).
+// What the standalone probes of this folder share: CUDA error checks, timing a CUDA graph of R
+// back-to-back calls as `moetune bench` does (warm-up replays, then per-call µs of each replay),
+// and their inputs (weight bytes, the experts a call picks).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <random>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -50,4 +52,20 @@ inline std::vector<double> replay_us(cudaGraphExec_t ge, cudaStream_t s, int cal
   CK(cudaEventDestroy(b));
   std::sort(us.begin(), us.end());
   return us;
+}
+
+// Arbitrary weight bytes (the probes copy, they do not multiply).
+__global__ void fill(unsigned char* p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    p[i] = static_cast<unsigned char>((i * 2654435761u) ^ seed);
+}
+
+// `picks` distinct experts of 0..experts-1 at random into ids; sorted: in the alignment's order.
+inline void pick_experts(std::mt19937& rng, int experts, int picks, bool sorted, int* ids) {
+  std::vector<int> all(experts);
+  for (int i = 0; i < experts; ++i) all[i] = i;
+  std::shuffle(all.begin(), all.end(), rng);
+  if (sorted) std::sort(all.begin(), all.begin() + picks);
+  std::copy(all.begin(), all.begin() + picks, ids);
 }

@@ -237,12 +237,6 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
   if (tid == 0 && stamps != nullptr) stamps[3 * blockIdx.x + 1] = globaltimer();
 }
 
-__global__ void fill(unsigned char* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x)
-    p[i] = static_cast<unsigned char>((i * 2654435761u) ^ seed);
-}
-
 using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
                               const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
                               const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
@@ -255,13 +249,7 @@ void run(const char* name, unsigned char* all_sets, const CUtensorMap& tmap, int
   constexpr int R = 32;
   std::mt19937 rng(1 + experts);
   std::vector<Experts> ex(R);
-  for (auto& x : ex) {
-    std::vector<int> ids(kE);
-    for (int i = 0; i < kE; ++i) ids[i] = i;
-    std::shuffle(ids.begin(), ids.end(), rng);
-    std::sort(ids.begin(), ids.begin() + experts);  // the alignment's expert order
-    for (int k = 0; k < experts; ++k) x.id[k] = ids[k];
-  }
+  for (auto& x : ex) pick_experts(rng, kE, experts, true, x.id);
   const int smem = STAGES * kTileBytes + 1024;
   auto kern = ring<MODE, STAGES, KSPLIT, DEEP>;
   CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

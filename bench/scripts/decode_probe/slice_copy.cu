@@ -43,11 +43,6 @@ __global__ void __launch_bounds__(256) copy_slices(const unsigned char* set, Exp
   if (threadIdx.x == 0 && buf[share / 2] == 0xff && buf[0] == 0xff) atomicAdd(sink, 1u);
 }
 
-__global__ void fill(unsigned char* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x)
-    p[i] = static_cast<unsigned char>((i * 2654435761u) ^ seed);
-}
 }  // namespace
 
 int main() {
@@ -64,12 +59,7 @@ int main() {
   constexpr int R = 64;
   std::mt19937 rng(1);
   std::vector<Experts> ex(R);
-  for (auto& x : ex) {
-    std::vector<int> all(kE);
-    for (int i = 0; i < kE; ++i) all[i] = i;
-    std::shuffle(all.begin(), all.end(), rng);
-    for (int k = 0; k < kTopk; ++k) x.id[k] = all[k];
-  }
+  for (auto& x : ex) pick_experts(rng, kE, kTopk, false, x.id);
   const long long total = kExpertBytes * kTopk;
   struct V {
     const char* name;

@@ -196,24 +196,12 @@ __global__ void __launch_bounds__(256, 1)
   if (tid == 0) stamps[3 * b + 1] = globaltimer();
 }
 
-__global__ void fill(unsigned char* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x)
-    p[i] = static_cast<unsigned char>((i * 2654435761u) ^ seed);
-}
-
 template <int STAGES, int STEAL>
 void run(unsigned char* w13, unsigned char* w2, int experts, int* ctr, unsigned long long* stamps,
          unsigned* sink, cudaStream_t s) {
   std::mt19937 rng(1 + experts);
   std::vector<Experts> ex(kLaunches);
-  for (auto& x : ex) {
-    std::vector<int> ids(kE);
-    for (int i = 0; i < kE; ++i) ids[i] = i;
-    std::shuffle(ids.begin(), ids.end(), rng);
-    std::sort(ids.begin(), ids.begin() + experts);
-    for (int k = 0; k < experts; ++k) x.id[k] = ids[k];
-  }
+  for (auto& x : ex) pick_experts(rng, kE, experts, true, x.id);
   const int smem = STAGES * kUnitBytes + 1024, items = 2 * experts;
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
