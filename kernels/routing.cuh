@@ -10,7 +10,8 @@
 //     (softmax without a bias or groups: the TOPK largest logits, which order as the fp64
 //     probabilities do; the fp32 ones can differ where rounding ties them, or where expf,
 //     accurate to 2 ulp, is not monotonic between neighbouring arguments).
-//   topk_weights[t, j] = s[selected_j] / (RENORMALIZE ? Σ_j s[selected_j] : 1) · routed_scaling_factor
+//   topk_weights[t, j] = s[selected_j] / (RENORMALIZE ? Σ_j s[selected_j] : 1)
+//                        · routed_scaling_factor
 // Matches src/moe/reference.cpp route_reference (fp64) up to fp32 rounding.
 //
 // Pointers: router_logits [M, E_GLOBAL] fp32 (the caller's); correction_bias [E_GLOBAL] fp32

@@ -37,7 +37,8 @@
 //   w13_scale/w2_scale  fp32. block fp8 [bn, bk]: [E, 2N/bn, K/bk] and [E, K/bn, N/bk];
 //                   per-tensor fp8: [E] (one scale per expert and weight); else unused
 //   correction_bias [E_global] fp32, when shape.routing.correction_bias (DeepSeek noaux_tc)
-//   out             [M, K] act: out[t] = Σ_j topk_weights[t, j] · w2[e_j] · silu_mul(w13[e_j] · x[t]),
+//   out             [M, K] act:
+//                   out[t] = Σ_j topk_weights[t, j] · w2[e_j] · silu_mul(w13[e_j] · x[t]),
 //                   16-byte aligned. May be hidden itself (in place): a 16-bit layer then keeps
 //                   the separate top-k sum (FusedMoeOptions::topk_sum_in_gemm2 zeroes out while
 //                   GEMM1 still reads hidden).

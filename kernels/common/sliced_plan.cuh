@@ -12,8 +12,9 @@
 // all), SiLU·up quantized per token (one 128-group, the same values the stage path's fused
 // epilogue writes) into shared memory, then GEMM2's partial sum over those 128 columns for
 // all K output columns (K / 256 units of w2 rows [256 u, 256 u + 256), columns
-// [128 j, 128 j + 128)), times the routed weight, added into out [M, K] (red.global.add). GEMM2's reduction is split over the N / 128
-// slices, so no block waits for another's activation.
+// [128 j, 128 j + 128)), times the routed weight, added into out [M, K] (red.global.add).
+// GEMM2's reduction is split over the N / 128 slices, so no block waits for another's
+// activation.
 #pragma once
 
 // NVRTC knows the kernels' headers by their names under kernels/ (src/cuda/jit); host code

@@ -779,7 +779,8 @@ void FusedMoe::forward_staged(const MoeInputs& in, const MoeWeights& w, void* ou
                               void* workspace, std::size_t workspace_bytes,
                               CUstream stream) const {
   if (in.M > 0 && out == nullptr) throw InputError("out", "null", "the output is needed");
-  for (MoeStage st : kAllMoeStages) enqueue_stage(st, in, w, out, workspace, workspace_bytes, stream);
+  for (MoeStage st : kAllMoeStages)
+    enqueue_stage(st, in, w, out, workspace, workspace_bytes, stream);
 }
 
 void FusedMoe::forward(const MoeInputs& in, const MoeWeights& w, void* out, void* workspace,

@@ -54,7 +54,9 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       t.bytes = c.bytes;
       t.flops = c.flops;
       t.floor_s = std::max(c.bytes / spec.bandwidth_Bps, c.flops / spec.peak_flops);
-      if (meas) t.floor_measured_s = std::max(c.bytes / meas->bandwidth_Bps, c.flops / meas->peak_flops);
+      if (meas)
+        t.floor_measured_s =
+            std::max(c.bytes / meas->bandwidth_Bps, c.flops / meas->peak_flops);
       const bool fused_align = routing_fuses_align(s, M, true);  // the bench sets carry logits
       const bool gemm1_aligns = row.gemm1_aligns;  // GEMM1 derives the tables itself
       const bool fused_quant = routing_fuses_quant(s, true);
