@@ -261,6 +261,12 @@ class FusedMoe {
   // the persistent one; unset: moetune_default_sliced_gemms, where the kernel derives the
   // alignment).
   bool uses_sliced_gemms(std::int64_t M) const;
+  // Which kernels forward() runs for M tokens, the name bench and profile report: "decode" (the
+  // two decode kernels, uses_decode_kernels), "persistent" (one kernel runs both GEMMs,
+  // uses_persistent_gemms), "sliced" (uses_sliced_gemms), else "stages" (a kernel per stage).
+  // Where it is "decode" or "sliced", the config tables' tiles are not what runs (the sliced
+  // kernel runs only where the up config's BLOCK_SIZE_M is 16), so two tables time alike there.
+  const char* layer_kernels(std::int64_t M) const;
   // Whether the stage path folds the top-k sum into GEMM2 for M tokens
   // (options.topk_sum_in_gemm2, gemm2_sums_topk_applies, not the persistent kernel). A 16-bit
   // call whose out overlaps hidden keeps the separate sum all the same (see `out` above).

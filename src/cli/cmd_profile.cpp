@@ -50,7 +50,7 @@ int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
                      {"dominant", to_string(r.dominant)},
                      {"stages_sum_us", r.stages_sum_s * 1e6},
                      {"layer_us", r.layer.median_s * 1e6},
-                     {"layer_kernels", r.layer_decode ? "decode" : "stages"},
+                     {"layer_kernels", r.layer_kernels},
                      {"stages", stages}});
     }
     nlohmann::ordered_json j{{"gpu", t.gpu.name},

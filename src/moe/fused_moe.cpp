@@ -775,6 +775,12 @@ bool FusedMoe::uses_decode_kernels(std::int64_t M) const {
   return impl_->opts.decode_kernels && decode_kernels_apply(impl_->shape, M);
 }
 
+const char* FusedMoe::layer_kernels(std::int64_t M) const {
+  if (uses_decode_kernels(M)) return "decode";
+  if (uses_persistent_gemms(M)) return "persistent";
+  return uses_sliced_gemms(M) ? "sliced" : "stages";
+}
+
 void FusedMoe::forward_staged(const MoeInputs& in, const MoeWeights& w, void* out,
                               void* workspace, std::size_t workspace_bytes,
                               CUstream stream) const {

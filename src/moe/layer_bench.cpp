@@ -211,6 +211,7 @@ std::vector<LayerBenchRow> layer_bench(const FusedMoe& moe, const GpuSpec& gpu,
     r.down = moe.down_config(M);
     r.hot = mo.hot;
     r.rotation = mo.hot ? 1 : mo.rotation;
+    r.layer_kernels = moe.layer_kernels(M);
     r.layer = ls.summary();
     r.gemm_phase = ps.summary();
     r.layer_s = ls.kept_s();

@@ -113,6 +113,7 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
     };
     row.layer = bench::measure(layer, mo).summary();
     row.layer_decode = moe.uses_decode_kernels(M);
+    row.layer_kernels = moe.layer_kernels(M);
     rows.push_back(std::move(row));
   }
   return rows;

@@ -51,6 +51,7 @@ struct ProfileRow {
   double stages_sum_s = 0;          // Σ medians
   Summary layer;                    // forward() as one call, for comparison with the sum
   bool layer_decode = false;        // forward() ran the decode kernels, not the stages
+  std::string layer_kernels;        // FusedMoe::layer_kernels(M)
   bool sums_topk = false;           // GEMM2 added the top-k sum into out (FusedMoe::gemm2_sums_topk)
   bool gemm1_aligns = false;        // GEMM1 derived the alignment (FusedMoe::gemm1_aligns)
   bench::ClockLog clock;
@@ -64,6 +65,7 @@ struct LayerBenchRow {
   KernelConfig up, down;
   bool hot = false;
   int rotation = 1;
+  std::string layer_kernels;              // FusedMoe::layer_kernels(M): what forward() ran
   Summary layer, gemm_phase;              // seconds per call
   std::vector<double> layer_s, gemm_phase_s;  // the kept per-replay samples (for compare)
   RooflineRow roofline;                   // spec-sheet floor of the layer

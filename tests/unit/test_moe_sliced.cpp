@@ -180,6 +180,35 @@ TEST(MoeSliced, DefaultOnTheH100AndH200WhileItsBlocksFitOneWave) {
   EXPECT_FALSE(moetune_default_sliced_gemms(h100, anchor(0, "fp8_block"), 0));
 }
 
+TEST(MoeSliced, LayerKernelsNamesWhatForwardRuns) {
+  // What bench and profile report per M: the decode kernels at M <= decode_max_tokens, the
+  // sliced kernel at M = 6..8 by default on the H200 (a table whose up BLOCK_SIZE_M is not 16
+  // keeps the stage kernels there), else the stage kernels; the persistent kernel when asked.
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  const MoeShape q = anchor(0, "fp8_block");
+  const FusedMoe def(q, h200);
+  for (std::int64_t M = 1; M <= 16; ++M) {
+    const std::string want = def.uses_decode_kernels(M)  ? "decode"
+                             : M >= 6 && M <= 8          ? "sliced"
+                                                         : "stages";
+    EXPECT_EQ(def.layer_kernels(M), want) << M;
+  }
+  EXPECT_STREQ(def.layer_kernels(1), "decode");
+  EXPECT_STREQ(def.layer_kernels(8), "sliced");
+  EXPECT_STREQ(def.layer_kernels(9), "stages");
+  FusedMoeOptions no_decode, p;
+  no_decode.decode_kernels = false;
+  p.persistent_gemms = true;
+  EXPECT_STREQ(FusedMoe(q, h200, {}, {}, no_decode).layer_kernels(1), "stages");
+  EXPECT_STREQ(FusedMoe(q, h200, {}, {}, p).layer_kernels(8), "persistent");
+  // A table with BLOCK_SIZE_M 32 at M = 8: the sliced kernel cannot take its alignment.
+  ConfigTable up;
+  KernelConfig c = moetune_default_config(q, h200, 8);
+  c.BLOCK_SIZE_M = 32;
+  up[8] = c;
+  EXPECT_STREQ(FusedMoe(q, h200, up, {}).layer_kernels(8), "stages");
+}
+
 TEST(MoeSliced, LaunchRefusesMissingOrMisalignedPointers) {
   SlicedArgs a;
   a.M = 8;
