@@ -4,6 +4,7 @@
 // programmatic dependent launch, --no-decode-kernels runs the stage kernels at M <= 4 too,
 // --persistent both block-fp8 GEMMs in one persistent kernel at M <= 32 on sm_90a (A/Bs).
 #include <algorithm>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -67,17 +68,19 @@ nlohmann::ordered_json rows_json(const std::vector<moe::LayerBenchRow>& rows) {
 
 void print_rows(const std::string& label, const std::vector<moe::LayerBenchRow>& rows) {
   fmt::print("{}:\n", label);
-  fmt::print("{:>6}  {:>10}  {:>21}  {:>10}  {:>8}  {:>8}  {:>9}  {:>7}  {:<10}\n", "M",
-             "layer_us", "95% CI", "gemm_us", "GB/s", "TFLOP/s", "floor_us", "%floor", "kernels");
+  fmt::print("{:>6}  {:>10}  {:>21}  {:>10}  {:>8}  {:>8}  {:>9}  {:>7}  {}\n", "M", "layer_us",
+             "95% CI", "gemm_us", "GB/s", "TFLOP/s", "floor_us", "%floor", "kernels");
   for (const moe::LayerBenchRow& r : rows) {
-    fmt::print(
+    std::string line = fmt::format(
         "{:>6}  {:>10.2f}  [{:>8.2f}, {:>8.2f}]  {:>10.2f}  {:>8.0f}  {:>8.1f}  {:>9.2f}  "
-        "{:>6.1f}%  {:<10}{}{}\n",
+        "{:>6.1f}%  {:<10}{}{}",
         r.M, r.layer.median_s * 1e6, r.layer.ci95_lo_s * 1e6, r.layer.ci95_hi_s * 1e6,
         r.gemm_phase.median_s * 1e6, r.layer_GBps, r.layer_TFLOPs, r.roofline.floor_us, r.pct_floor,
         r.layer_kernels,
         r.floor_measured_us > 0 ? fmt::format("  ({:.1f}% of measured)", r.pct_floor_measured) : "",
         r.clock.throttled > 0 ? fmt::format("  [{} throttled samples]", r.clock.throttled) : "");
+    while (!line.empty() && line.back() == ' ') line.pop_back();  // the kernels column's padding
+    fmt::print("{}\n", line);
   }
 }
 
