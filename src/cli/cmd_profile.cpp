@@ -69,8 +69,9 @@ int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
     };
     fmt::print("\nM={}: layer {:.2f} us{}, stages sum {:.2f} us, dominant {}\n", r.M,
                r.layer.median_s * 1e6,
-               r.layer_decode ? " (the two decode kernels; the stages below are the stage kernels')"
-                              : "",
+               r.layer_kernels == "decode"
+                   ? " (the two decode kernels; the stages below are the stage kernels')"
+                   : "",
                r.stages_sum_s * 1e6, name(r.dominant));
     fmt::print("  {:<18}  {:>10}  {:>10}  {:>7}  {:>7}\n", "stage", "time_us", "floor_us", "%floor",
                "share");

@@ -112,7 +112,6 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
                   reinterpret_cast<void*>(b.workspace.ptr()), b.workspace.bytes(), strm);
     };
     row.layer = bench::measure(layer, mo).summary();
-    row.layer_decode = moe.uses_decode_kernels(M);
     row.layer_kernels = moe.layer_kernels(M);
     rows.push_back(std::move(row));
   }

@@ -50,8 +50,7 @@ struct ProfileRow {
   MoeStage dominant = MoeStage::gemm1;  // the stage with the largest median
   double stages_sum_s = 0;          // Σ medians
   Summary layer;                    // forward() as one call, for comparison with the sum
-  bool layer_decode = false;        // forward() ran the decode kernels, not the stages
-  std::string layer_kernels;        // FusedMoe::layer_kernels(M)
+  std::string layer_kernels;        // FusedMoe::layer_kernels(M): what forward() ran
   bool sums_topk = false;           // GEMM2 added the top-k sum into out (FusedMoe::gemm2_sums_topk)
   bool gemm1_aligns = false;        // GEMM1 derived the alignment (FusedMoe::gemm1_aligns)
   bench::ClockLog clock;
