@@ -23,10 +23,12 @@
 //   weight), are staged as bf16 and added into out row slot / topk in 16-byte red.global.add
 //   vectors. The sum over slices and top-k lands in any order (bits vary from run to run, as
 //   the stage path's folded GEMM2).
-// - out is zeroed by the first kZeroBlocks blocks to start (a ticket each, taken on entry); a
-//   block waits for their count before its first add, which by then (after GEMM1) has long
-//   been reached. Every block it waits for holds a ticket, so it is running: no residency
-//   assumption. The last block to finish resets the counters.
+// - out_zeroed (a launch before zeroed out: FusedMoe's routing launch, where it runs before
+//   this kernel): no counters at all, so nothing atomic sits on a block's first copy or its
+//   exit. Otherwise out is zeroed by the first kZeroBlocks blocks to start (a ticket each,
+//   taken on entry); a block waits for their count before its first add, which by then (after
+//   GEMM1) has long been reached. Every block it waits for holds a ticket, so it is running: no
+//   residency assumption. The last block to finish resets the counters.
 // - ALIGN_E > 0: the block derives its m-block's expert and slots from topk_ids itself
 //   (common/inline_align.cuh, as the stage GEMM1 can), so no alignment launch runs; the
 //   routing launch then zeroes the counters. ALIGN_E = 0 reads the alignment's tables.
@@ -66,14 +68,15 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                      const float* __restrict__ w13_scale,       // [E, 2N/bn, K/128]
                      const unsigned char* __restrict__ w2,      // [E, K, N] e4m3
                      const float* __restrict__ w2_scale,        // [E, K/bn, N/128]
-                     __nv_bfloat16* __restrict__ out,           // [M, K] (zeroed here, then added)
+                     __nv_bfloat16* __restrict__ out,           // [M, K] (zeroed, then added)
                      const float* __restrict__ topk_weights,    // [M*topk]
                      const int* __restrict__ sorted_token_ids,  // alignment, BLOCK_SIZE_M 16
                      const int* __restrict__ expert_ids,
                      const int* __restrict__ num_tokens_post_padded, long long M,
-                     int* __restrict__ counters,  // sliced_plan::kCounterInts, zero on entry
+                     int* __restrict__ counters,  // kCounterInts, 0 on entry (unused: out_zeroed)
                      const int* __restrict__ topk_ids,  // [M*topk] global ids (ALIGN_E > 0)
-                     int expert_start) {                // the rank's first expert (ALIGN_E > 0)
+                     int expert_start,                  // the rank's first expert (ALIGN_E > 0)
+                     int out_zeroed) {  // 1: out is zero on entry and counters go unused
   using namespace sliced_plan;
   using sliced_detail::consumer_sync;
   constexpr int NS = slices(N);
@@ -114,6 +117,9 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   // PDL: the alignment tables, a_q and the counters' reset come from the kernels before, and
   // the kernel before may still read out.
   pdl_wait();
+  // The ticket's round trip overlaps the derivation below (its value is read after it).
+  int my_ticket = 0;
+  if (tid == 0 && !out_zeroed) my_ticket = atomicAdd(next_ticket, 1);
   const int b = blockIdx.x / NS, j = blockIdx.x % NS;
   const long long num_slots = M * TOPK;
   int total, e;
@@ -132,7 +138,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     }
   }
   if (tid == 0) {
-    *s_ticket = atomicAdd(next_ticket, 1);
+    *s_ticket = my_ticket;
 #pragma unroll
     for (int st = 0; st < S; ++st) {
       mbar::init(full_bar(st), kProducerThreads);    // every producer thread's copies landed
@@ -142,12 +148,12 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   __syncthreads();
   const int ticket = *s_ticket;
   const int zero_blocks = min(static_cast<int>(gridDim.x), kZeroBlocks);
-  const bool zeroes = ticket < zero_blocks;
+  const bool zeroes = !out_zeroed && ticket < zero_blocks;
   const bool works = b * kBlockM < total && e >= 0;  // e < 0: another rank's expert (EP)
   // The last block out resets the counters for the next launch (after every block has taken its
   // ticket and passed its wait for the zeroing).
   auto finish = [&] {
-    if (tid != 0) return;
+    if (tid != 0 || out_zeroed) return;
     __threadfence();
     if (atomicAdd(done, 1) == static_cast<int>(gridDim.x) - 1) {
       *next_ticket = 0;
@@ -164,6 +170,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       reinterpret_cast<uint4*>(out)[v] = make_uint4(0, 0, 0, 0);
   };
   if (!works) {
+    if (out_zeroed) return;
     if (zeroes) zero_out(kThreads);
     __syncthreads();
     if (zeroes && tid == 0) {
@@ -365,7 +372,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   }
   wgmma::fence_proxy_async();  // our generic-proxy writes of s_act -> the wgmma reads below
   // Out must be zeroed before the first add: the zeroing blocks' count (acquire), long reached.
-  if (tid == 0) {
+  if (tid == 0 && !out_zeroed) {
     long long spins = 0;
     while (ptx::ld_acquire_gpu(zeroed) < zero_blocks) {
       __nanosleep(64);

@@ -384,7 +384,8 @@ __global__ void __launch_bounds__(WARPS * 32)
                 int* __restrict__ topk_ids, float* __restrict__ topk_weights, long long M,
                 float routed_scaling_factor, const void* __restrict__ x,
                 unsigned char* __restrict__ q, float* __restrict__ q_scale, int cols,
-                int* __restrict__ zero, int zero_n) {
+                int* __restrict__ zero, int zero_n, uint4* __restrict__ zero_vec,
+                long long zero_vecs) {
   __shared__ float s_choice[N_GROUP > 1 ? WARPS : 1][N_GROUP > 1 ? E_GLOBAL : 1];
 
   // PDL (common/pdl.cuh): router_logits may come from the kernel before, and the last
@@ -396,6 +397,11 @@ __global__ void __launch_bounds__(WARPS * 32)
   // which would zero them); the later kernel's PDL wait covers this whole grid.
   if (blockIdx.x == 0)
     for (int i = threadIdx.x; i < zero_n; i += WARPS * 32) zero[i] = 0;
+  // zero_vecs 16-byte vectors a later kernel adds into (the sliced GEMM kernel's out), shared by
+  // every block: stores only, so the routing's own path barely moves.
+  for (long long v = static_cast<long long>(blockIdx.x) * (WARPS * 32) + threadIdx.x;
+       v < zero_vecs; v += static_cast<long long>(gridDim.x) * (WARPS * 32))
+    zero_vec[v] = make_uint4(0, 0, 0, 0);
   const long long route_blocks = (M + WARPS - 1) / WARPS;
   if constexpr (QUANT_GROUP > 0) {
     if (blockIdx.x >= route_blocks) {

@@ -282,9 +282,12 @@ class FusedMoe {
   // One stage, reading its inputs from `in`/`w` and the workspace (earlier stages' outputs);
   // `out` is used by MoeStage::reduce, and where gemm2_sums_topk(M) by gemm1 (which zeroes it)
   // and gemm2 (which adds into it; reduce then does nothing): give those two the same out, never
-  // null (InputError). Where workspace_layout(M).gemm1_fused_act: gemm1
-  // writes SiLU(gate)·up into the workspace's `act` (block fp8: act_q, act_scale) and
-  // MoeStage::act does nothing.
+  // null (InputError). Where the sliced kernel runs after a routing launch that the call
+  // makes (router_logits given, the kernel deriving the alignment, out 16-byte aligned and not
+  // overlapping hidden or the logits), the routing stage zeroes out and gemm1 only adds into
+  // it: give both the same out (a null one to routing there is an InputError). Where
+  // workspace_layout(M).gemm1_fused_act: gemm1 writes SiLU(gate)·up into the workspace's `act`
+  // (block fp8: act_q, act_scale) and MoeStage::act does nothing.
   void enqueue_stage(MoeStage stage, const MoeInputs& in, const MoeWeights& w, void* out,
                      void* workspace, std::size_t workspace_bytes, CUstream stream) const;
   // "The GEMM phase" (DESIGN.md): from the alignment's output to GEMM2's output before the top-k

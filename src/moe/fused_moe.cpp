@@ -515,9 +515,21 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
   const std::size_t rows_bytes = static_cast<std::size_t>(M) * s.K * 2;
   const auto ob = reinterpret_cast<std::uintptr_t>(out);
   const auto hb = reinterpret_cast<std::uintptr_t>(in.hidden);
-  const bool in_place = !fp8(s) && ob != 0 && hb != 0 && ob < hb + rows_bytes &&
-                        hb < ob + rows_bytes;
+  const bool overlaps_hidden = ob != 0 && hb != 0 && ob < hb + rows_bytes && hb < ob + rows_bytes;
+  const bool in_place = !fp8(s) && overlaps_hidden;
   const bool sums_topk = L.gemm2_sums_topk && !gemm_phase && !in_place;
+  // The sliced kernel after a routing launch (its blocks derive the alignment): the routing's
+  // blocks zero out, so the kernel takes no ticket on entry and counts nothing on exit (about
+  // an atomic round trip at each end of its critical path). Not where out overlaps what the
+  // routing launch reads (the hidden states its spare blocks quantize, the logits), nor for
+  // the GEMM phase alone (no routing; its adds go to y). Decided without out's null-ness, so
+  // that a routing stage given no out is refused rather than leaving gemm1 an unzeroed out.
+  const auto lb = reinterpret_cast<std::uintptr_t>(in.router_logits);
+  const std::size_t logit_bytes = static_cast<std::size_t>(M) * s.E_global * 4;
+  const bool overlaps_logits = ob != 0 && ob < lb + logit_bytes && lb < ob + rows_bytes;
+  const bool routing_zeroes_out = L.sliced && L.gemm1_aligns && lb != 0 &&
+                                  !routing_fuses_align(s, M, true) && !gemm_phase &&
+                                  ob % 16 == 0 && !overlaps_hidden && !overlaps_logits;
   if (sums_topk && out == nullptr &&
       (stage == MoeStage::gemm1 || stage == MoeStage::gemm2 || stage == MoeStage::reduce))
     throw InputError("out", "null",
@@ -585,13 +597,18 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
                                 stream, pdl, za, na, zb, nb, quant);
         return;
       }
+      if (routing_zeroes_out && out == nullptr)
+        throw InputError("out", "null",
+                         "the routing zeroes it for the sliced GEMM kernel: give routing and gemm1 "
+                         "the same out");
       // The sliced kernel deriving the alignment: no alignment launch zeroes its counters.
       const auto [zc, nc] = L.sliced && L.gemm1_aligns ? counters(true)
                                                        : std::pair<std::int32_t*, int>{nullptr, 0};
       moe::launch_routing(s, arch, in.router_logits, w.correction_bias,
                           reinterpret_cast<std::int32_t*>(ws + L.topk_ids),
                           reinterpret_cast<float*>(ws + L.topk_weights), M, stream, pdl, quant,
-                          zc, nc);
+                          zc, nc, routing_zeroes_out ? out : nullptr,
+                          routing_zeroes_out ? rows_bytes : 0);
       return;
     }
     case MoeStage::align: {
@@ -663,6 +680,7 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
           a.topk_ids = p.topk_ids;
           a.expert_start = rank * s.E;
         }
+        a.out_zeroed = routing_zeroes_out;
         moe::launch_sliced(s, arch, impl_->sliced_stages, a, stream, pdl);
         return;
       }

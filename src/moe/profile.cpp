@@ -50,7 +50,11 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
         const double rows = r.bytes - out_bytes;  // local slots x K x 2
         c.bytes += out_bytes - rows;
       }
-      if (sums && st == MoeStage::gemm1) c.bytes += out_bytes;
+      // The sliced kernel deriving the alignment: the routing launch zeroes out (the bench sets
+      // carry logits and a separate out), not GEMM1.
+      const bool routing_zeroes = sliced && row.gemm1_aligns;
+      if (sums && st == MoeStage::gemm1 && !routing_zeroes) c.bytes += out_bytes;
+      if (routing_zeroes && st == MoeStage::routing) c.bytes += out_bytes;
       t.bytes = c.bytes;
       t.flops = c.flops;
       t.floor_s = std::max(c.bytes / spec.bandwidth_Bps, c.flops / spec.peak_flops);
@@ -76,7 +80,10 @@ std::vector<ProfileRow> profile(const FusedMoe& moe, const GpuSpec& gpu, const B
       if (sums && st == MoeStage::gemm2 && !sliced)
         t.note = "includes reduce: GEMM2 adds each slot's row into out (atomics)";
       if (sums && st == MoeStage::reduce) t.note = "fused into gemm2";
-      if (sums && st == MoeStage::gemm1) t.note += std::string(t.note.empty() ? "" : "; ") + "zeroes out";
+      if (sums && st == MoeStage::gemm1 && !routing_zeroes)
+        t.note += std::string(t.note.empty() ? "" : "; ") + "zeroes out";
+      if (routing_zeroes && st == MoeStage::routing)
+        t.note += std::string(t.note.empty() ? "" : "; ") + "zeroes out for the sliced kernel";
       if (fused_act && st == MoeStage::act) t.note = "fused into gemm1";
       if (fused_align && st == MoeStage::routing)
         t.note = "includes align: one block routes and aligns";

@@ -41,7 +41,8 @@ void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const
   if (stages < sp::kMinStages || stages > sp::kMaxStages)
     throw InputError("stages", std::to_string(stages), "must be in 2..5");
   if (a.out == nullptr) throw InputError("out", "null", "the sliced GEMM kernel adds into it");
-  if (a.counters == nullptr) throw InputError("counters", "null", "the kernel's tickets");
+  if (a.counters == nullptr && !a.out_zeroed)
+    throw InputError("counters", "null", "the kernel's tickets (unless out_zeroed)");
   if (reinterpret_cast<std::uintptr_t>(a.out) % 16 != 0)
     throw InputError("out", fmt::format("{}", a.out), "must be 16-byte aligned (vector adds)");
   const std::int64_t blocks = a.max_m_blocks * sp::slices(s.N);
@@ -71,9 +72,10 @@ void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const
   std::int32_t* counters = a.counters;
   const std::int32_t* topk_ids = a.topk_ids;
   int expert_start = a.expert_start;
+  int out_zeroed = a.out_zeroed ? 1 : 0;
   void* args[] = {&a_q,  &a_scale,      &w13,    &w13_scale,  &w2,   &w2_scale, &out,
                   &topk_weights, &sorted, &expert_ids, &ntpp, &M,   &counters, &topk_ids,
-                  &expert_start};
+                  &expert_start, &out_zeroed};
   cuda::LaunchOptions lo;
   lo.pdl = pdl;
   cuda::Jit::instance()

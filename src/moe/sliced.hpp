@@ -46,8 +46,9 @@ bool sliced_derives_alignment(const MoeShape& shape, std::int64_t M);
 cuda::KernelSpec sliced_spec(const MoeShape& shape, const std::string& arch, int stages,
                              bool derive_alignment = false);
 
-// int32 counters the kernel needs in the workspace (zero before the first launch; the kernel
-// leaves them zero, and FusedMoe's alignment zeroes them once per call as well).
+// int32 counters the kernel needs in the workspace without SlicedArgs::out_zeroed (zero before
+// the first launch; the kernel leaves them zero, and FusedMoe's routing or alignment launch
+// zeroes them once per call as well).
 int sliced_counter_ints();
 
 struct SlicedArgs {
@@ -71,6 +72,11 @@ struct SlicedArgs {
   // (FusedMoe's routing launch), as no alignment launch runs.
   const std::int32_t* topk_ids = nullptr;
   int expert_start = 0;
+  // Set: out is all zero on entry (a launch before zeroed it: FusedMoe's routing launch) and
+  // the kernel uses no counters (no ticket on entry, no count on exit; counters may be null).
+  // Unset: its first blocks zero out and the counters must be zero on entry (the kernel leaves
+  // them zero).
+  bool out_zeroed = false;
 };
 // One launch of max_m_blocks x N/128 blocks, a programmatic dependent launch when pdl. Throws
 // InputError on a shape it cannot run or a missing pointer.

@@ -215,20 +215,28 @@ static std::int64_t routing_quant_blocks(const MoeShape& shape, std::int64_t M, 
 void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
                     const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
                     std::int64_t M, CUstream stream, bool pdl, const RoutingQuant* quant,
-                    std::int32_t* zero, int zero_n) {
+                    std::int32_t* zero, int zero_n, void* zero_out, std::size_t zero_bytes) {
   if (M <= 0) return;
   if (shape.routing.correction_bias && correction_bias == nullptr)
     throw InputError("correction_bias", "null", "the routing needs a correction bias");
   if (zero_n < 0 || (zero_n > 0 && zero == nullptr))
     throw InputError("zero_n", std::to_string(zero_n), "needs a non-null range of that many int32");
+  if (zero_bytes % 16 != 0)
+    throw InputError("zero_bytes", std::to_string(zero_bytes), "must be a multiple of 16");
+  if (zero_bytes > 0 && (zero_out == nullptr || reinterpret_cast<std::uintptr_t>(zero_out) % 16))
+    throw InputError("zero_out", fmt::format("{}", zero_out),
+                     "must be a non-null, 16-byte aligned pointer (16-byte stores)");
   long long m = M;
   float rsf = static_cast<float>(shape.routing.routed_scaling_factor);
   const void* x = quant ? quant->x : nullptr;
   std::uint8_t* q = quant ? quant->q : nullptr;
   float* qs = quant ? quant->scale : nullptr;
   int cols = shape.K;
-  void* args[] = {&router_logits, &correction_bias, &topk_ids, &topk_weights, &m, &rsf,
-                  &x,             &q,               &qs,       &cols,         &zero, &zero_n};
+  void* zero_vec = zero_bytes > 0 ? zero_out : nullptr;
+  long long zero_vecs = static_cast<long long>(zero_bytes / 16);
+  void* args[] = {&router_logits, &correction_bias, &topk_ids, &topk_weights, &m,
+                  &rsf,           &x,               &q,        &qs,           &cols,
+                  &zero,          &zero_n,          &zero_vec, &zero_vecs};
   const std::int64_t grid = (M + kRoutingWarps - 1) / kRoutingWarps +
                             routing_quant_blocks(shape, M, kRoutingWarps, quant);
   launch(routing_spec(shape, arch, quant != nullptr),

@@ -71,12 +71,14 @@ struct RoutingQuant {
   float* scale = nullptr;
 };
 // zero / zero_n: int32 the launch also sets to 0 (block 0), for a later kernel that needs them
-// zero where no alignment launch runs (the sliced GEMM kernel's counters).
+// zero where no alignment launch runs (the sliced GEMM kernel's counters). zero_bytes bytes at
+// zero_out (16-byte aligned, a multiple of 16; every block takes a share): the output the
+// sliced GEMM kernel adds into, so that it needs no counters. InputError on a bad range.
 void launch_routing(const MoeShape& shape, const std::string& arch, const float* router_logits,
                     const float* correction_bias, std::int32_t* topk_ids, float* topk_weights,
                     std::int64_t M, CUstream stream, bool pdl = false,
                     const RoutingQuant* quant = nullptr, std::int32_t* zero = nullptr,
-                    int zero_n = 0);
+                    int zero_n = 0, void* zero_out = nullptr, std::size_t zero_bytes = 0);
 // Alignment outputs sized by max_num_tokens_padded / max_num_m_blocks (reference.hpp).
 void launch_align(int BLOCK_SIZE_M, const std::string& arch, const std::int32_t* topk_ids,
                   std::int64_t M, int topk, int E, int rank, std::int32_t* sorted_token_ids,

@@ -4,11 +4,12 @@
 // 5..64, skewed routing where one expert has several m-blocks), and at EP rank 1 of 2, where
 // tokens without a local slot must come out as exact zeros. Both sum in bf16 atomics in any
 // order, so they are compared within a tolerance, as are repeated calls and graphs of
-// back-to-back calls (the kernel zeroes out itself and leaves its counters zero); a poisoned
-// workspace and output are fine (the alignment launch resets the counters, or the routing
-// launch where the kernel derives the alignment itself, M * topk <= 256), from router logits and
-// from precomputed ids, deriving the alignment and reading its tables. `moetune check --sliced`
-// checks the kernel against fp64.
+// back-to-back calls (out is zeroed by the routing launch before the kernel, or by the kernel
+// itself, which then leaves its counters zero; out is poisoned before every eager call); a
+// poisoned workspace and output are fine (the alignment launch resets the counters, or the
+// routing launch where the kernel derives the alignment itself, M * topk <= 256), from router
+// logits and from precomputed ids, deriving the alignment and reading its tables. `moetune check
+// --sliced` checks the kernel against fp64.
 #include <algorithm>
 #include <optional>
 #include <cstdio>

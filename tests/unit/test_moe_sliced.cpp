@@ -7,6 +7,7 @@
 // anchors.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -230,6 +231,9 @@ TEST(MoeSliced, LaunchRefusesMissingOrMisalignedPointers) {
   a.counters = nullptr;
   a.out = buf;
   EXPECT_EQ(field_of(a, 4), "counters");
+  a.out_zeroed = true;  // out zeroed by the launch before: no counters needed, so the next
+  EXPECT_EQ(field_of(a, 4), "sorted_token_ids");  // check down the list is the one to refuse
+  a.out_zeroed = false;
   a.counters = counters;
   EXPECT_EQ(field_of(a, 7), "stages");
   EXPECT_EQ(field_of(a, sp::kMaxStages + 1), "stages");  // 6: its 36 KB slots do not fit
@@ -259,6 +263,59 @@ TEST(MoeSliced, RoutingRefusesABadZeroRange) {
   std::int32_t counters[3] = {};
   EXPECT_EQ(field_of(counters, -1), "zero_n");
   EXPECT_EQ(field_of(nullptr, 3), "zero_n");
+}
+
+// Where the sliced kernel derives the alignment after the routing launch, that launch zeroes
+// out for it: a routing stage given no out is refused before any launch (no GPU here), rather
+// than leave gemm1 adding into an unzeroed out. Without the sliced kernel routing ignores out.
+TEST(MoeSliced, RoutingStageNeedsOutWhereItZeroesItForTheKernel) {
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  const MoeShape q = anchor(0, "fp8_block");
+  FusedMoeOptions off;
+  off.sliced_gemms = false;
+  const FusedMoe on(q, h200), stage(q, h200, {}, {}, off);
+  ASSERT_TRUE(on.uses_sliced_gemms(8));
+  ASSERT_TRUE(on.workspace_layout(8).gemm1_aligns);
+  std::vector<char> fake(on.workspace_layout(8).total + 256);
+  MoeInputs in;
+  in.M = 8;
+  in.hidden = fake.data();
+  in.router_logits = reinterpret_cast<const float*>(fake.data());
+  std::string field;
+  try {
+    on.enqueue_stage(MoeStage::routing, in, MoeWeights{}, nullptr, fake.data(), fake.size(),
+                     nullptr);
+  } catch (const InputError& e) {
+    field = e.field();
+  }
+  EXPECT_EQ(field, "out");
+  // The stage path's routing takes a null out (then fails only for want of a GPU, if at all).
+  try {
+    stage.enqueue_stage(MoeStage::routing, in, MoeWeights{}, nullptr, fake.data(), fake.size(),
+                        nullptr);
+  } catch (const InputError& e) {
+    ADD_FAILURE() << "stage path's routing refused " << e.field();
+  } catch (const std::exception&) {
+  }
+}
+
+// Where the kernel takes out zeroed, the routing launch zeroes out in 16-byte stores: a range
+// that is null, misaligned or not whole vectors is refused before any launch.
+TEST(MoeSliced, RoutingRefusesABadOutputRange) {
+  const MoeShape q = anchor(0, "fp8_block");
+  auto field_of = [&](void* out, std::size_t bytes) -> std::string {
+    try {
+      launch_routing(q, "sm_90a", nullptr, nullptr, nullptr, nullptr, 8, nullptr, false, nullptr,
+                     nullptr, 0, out, bytes);
+    } catch (const InputError& e) {
+      return e.field();
+    }
+    return "";
+  };
+  alignas(16) static unsigned char buf[64];
+  EXPECT_EQ(field_of(nullptr, 32), "zero_out");
+  EXPECT_EQ(field_of(buf + 8, 32), "zero_out");  // 8-byte aligned
+  EXPECT_EQ(field_of(buf, 24), "zero_bytes");    // a vector and a half
 }
 
 TEST(MoeSliced, DerivingInstanceIsItsOwnKernel) {
