@@ -640,9 +640,13 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
                                  "the quantized fp64 SiLU(gate)*up of GPU GEMM1's output");
           // 1e-2 in every dtype, as the reduce stage's: against a reference from the GPU's own
           // activation and dequantized weights, only roundings remain (~4e-3 measured), and a
-          // lost or doubled slot row must not hide under fp8's 5e-2.
+          // lost or doubled slot row must not hide under fp8's 5e-2. Not the sliced kernel's
+          // row: its reference quantizes its own fp64 activation, so e4m3 rounding flips of
+          // the activation count as in GEMM1's row, on top of a bf16 add per slot and
+          // 128-column slice (N / 128 per slot, not one): 5.6e-3..1.6e-2 measured at Qwen3.5
+          // fp8 M = 6..8 on an H100 (2026-12-07, two slices), so GEMM1's limit.
           if (sliced) {
-            emit("gemm1+act+gemm2+reduce", rel_error(o_got, o_ref), 1e-2, nr,
+            emit("gemm1+act+gemm2+reduce", rel_error(o_got, o_ref), thr, nr,
                  "the sliced GEMM kernel's output, against the fp64 GEMM1, SiLU(gate)*up, its "
                  "fp8 quantization, GEMM2 and top-k sum from the GPU's quantized input");
           } else if (sums_topk) {
