@@ -312,6 +312,10 @@ int run_validate(const GlobalOptions& g, const ConfigOptions& o) {
   } else {
     fmt::print("{} of {} entr{} rejected\n", rejected, table.entries.size(),
                table.entries.size() == 1 ? "y" : "ies");
+    // A name without dtype= (a hand-named table) is checked as bf16, whose rules differ.
+    if (rt.from == "the default")
+      fmt::print("note: the file name names no dtype, so the table was checked as bf16; for "
+                 "fp8 pass --dtype fp8_w8a8 (and --block-shape N,K if block-wise)\n");
   }
   return ok ? 0 : kExitProblems;
 }

@@ -187,6 +187,25 @@ class Validate(CliTestCase):
             self.assertExit(r, EXIT_PROBLEMS)
             self.assertFalse({e["M"]: e for e in r.json()["entries"]}[4096]["ok"])
 
+    def test_a_name_without_dtype_is_checked_as_bf16_with_a_note(self):
+        # A hand-named fp8 table (swap-AB with 128-byte rows of fp8) fails bf16's rules; the
+        # report says how it was read and how to check it as fp8.
+        entry = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
+                 "num_warps": 4, "num_stages": 3, "SPLIT_K": 1, "SWAP_AB": 1}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "n256w4s3.json")
+            with open(path, "w") as f:
+                json.dump({"8": entry}, f)
+            r = run("config", "validate", path, "--gpu", "H200")
+            self.assertExit(r, EXIT_PROBLEMS)
+            self.assertIn("SWAP_AB=1", r.out)
+            self.assertIn("note: the file name names no dtype, so the table was checked as bf16",
+                          r.out)
+            r = run("config", "validate", path, "--gpu", "H200", "--dtype", "fp8_w8a8",
+                    "--block-shape", "128,128")
+            self.assertExit(r, EXIT_OK)
+            self.assertNotIn("note:", r.out)
+
     def test_bad_dtype_or_block_shape_in_the_file_name(self):
         # A target taken from the file name is checked as the flags are: exit 2 naming it,
         # never a silent fallback (int4 was checked as bf16, [0, 0] passed, [128,128,128] and
