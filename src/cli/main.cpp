@@ -87,10 +87,17 @@ int run(int argc, char** argv) {
     commands.insert(commands.end(), c.begin(), c.end());
   }
 
-  for (CLI::App* sub : app.get_subcommands(std::function<bool(CLI::App*)>{})) {
-    sub->footer(
-        "Every command also takes --model, --tp, --ep, --dtype, --gpu, --experts, --topk, "
-        "--intermediate, --hidden, --block-shape and --json (see moetune --help).");
+  const std::string every =
+      "Every command also takes --model, --tp, --ep, --dtype, --gpu, --experts, --topk, "
+      "--intermediate, --hidden, --block-shape and --json (see moetune --help).";
+  const auto all = std::function<bool(CLI::App*)>{};
+  for (CLI::App* sub : app.get_subcommands(all)) {
+    // kernels compiles the anchor shapes' set and refuses a model or shape (exit 2).
+    sub->footer(sub->get_name() == "kernels"
+                    ? "Also takes --gpu and --json (see moetune --help); not --model or the "
+                      "shape options: a model's own kernels are compiled by bench, check and tune."
+                    : every);
+    for (CLI::App* nested : sub->get_subcommands(all)) nested->footer(every);  // config's
   }
 
   refuse_repeated_flags(app);
