@@ -5,7 +5,8 @@
 #
 # Where no GPU is usable (`moetune tune` exits 3), the GPU part is skipped: the script prints
 # the plan (`tune --dry-run`), the shapes and the roofline instead (of the model and --gpu given
-# among the extra arguments, else the default model on the H200 spec), says so, and exits 0.
+# among the extra arguments, else the default model on the H200 spec), says so, and exits 0;
+# with --json only the plan, as JSON.
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${MOETUNE_BIN:-$root/build/src/cli/moetune}"
@@ -20,6 +21,15 @@ fi
 rc=$?
 if [ "$rc" -ne 3 ]; then
   exit "$rc"
+fi
+
+# With --json, stdout stays one JSON document: the dry run's plan alone (notes on stderr).
+json=0
+for a in "$@"; do [ "$a" = --json ] && json=1; done
+if [ "$json" -eq 1 ]; then
+  echo "tune-default: no usable GPU: nothing tuned; printing the plan (tune --dry-run --json)." >&2
+  "$bin" tune --dry-run --out "$out" "$@" || exit $?
+  exit 0
 fi
 
 # The model and GPU among the extra arguments (--model x, --tp=4, --gpu H100, ...) apply to the

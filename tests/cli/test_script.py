@@ -1,5 +1,6 @@
 """scripts/tune-default.sh (the README's main job): without a GPU it falls back to the dry run,
 shapes and roofline, says the GPU part was skipped, and exits 0."""
+import json
 import os
 import subprocess
 import tempfile
@@ -46,6 +47,17 @@ class TuneDefault(CliTestCase):
             shapes = p.stdout.split("== moetune shapes")[1].split("== moetune roofline")[0]
             self.assertIn("deepseek", shapes.lower())
             self.assertNotIn("qwen", shapes.lower())
+
+    def test_fallback_with_json_prints_one_json_document(self):
+        # --json: stdout is the dry run's plan alone (it mixed banners and tables before).
+        with tempfile.TemporaryDirectory() as d:
+            p = self.run_script(d, "--json", "--batch", "1,8")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            plan = json.loads(p.stdout)
+            self.assertEqual(plan["batch"], [1, 8])
+            self.assertEqual([r["M"] for r in plan["plan"]], [1, 8])
+            self.assertIn("nothing tuned", p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "tuned")))
 
 
 if __name__ == "__main__":
