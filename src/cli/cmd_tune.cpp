@@ -3,6 +3,7 @@
 // The hidden `worker` subcommand is the tuner's measuring process.
 #include <fmt/format.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,9 +97,13 @@ void check_out_dir(const std::string& out) {
   if (!fs::is_directory(p, ec)) {
     throw InputError("out", out, fmt::format("{} is a file, not a folder", p.string()));
   }
-  if (::access(p.c_str(), W_OK) != 0) {
-    throw InputError("out", out, fmt::format("cannot write to {}", p.string()));
-  }
+  // A file made and removed, not access(): root passes access() where nothing can be made
+  // (/proc, some mounts).
+  std::string probe = (p / ".moetune-out-probe-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) throw InputError("out", out, fmt::format("cannot write to {}", p.string()));
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 // Everything but the shape and GPU, from the flags; InputError on junk.

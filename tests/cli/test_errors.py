@@ -181,6 +181,9 @@ class BadInput(CliTestCase):
                 (["tune", "--out", afile], ["out=", "not a folder"]),
                 (["tune", "--dry-run", "--out", os.path.join(afile, "sub")], ["out=", "not a folder"]),
                 (["tune", "--dry-run", "--out", ""], ["out=", "empty"]),
+                # nothing can be made in /proc, even by root (whom access() lets through)
+                (["tune", "--dry-run", "--out", "/proc/moetune-out"], ["out=", "cannot write"]),
+                (["tune", "--out", "/proc/moetune-out"], ["out=", "cannot write"]),
                 (["bench", "--vs", os.path.join(d, "missing.json")], ["vs=", "missing.json"]),
                 (["shapes", "--model", "qwen3-235b-a22b-fp8", "--tp", "4", "--block-shape", "100,128"],
                  ["block-shape=100,128"]),
