@@ -149,6 +149,18 @@ std::string usage_error_line(CLI::App& app, int argc, char** argv, const CLI::Pa
         near.empty() ? "(see " + path + " --help)" : "(did you mean " + near + "?)";
     return "unknown option " + typed + " for '" + path + "' " + hint;
   }
+  // A stray word (`moetune shapes extra`): named as every other bad value is.
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    std::vector<std::string> extras;
+    for (CLI::App* a : chain)
+      for (const std::string& x : a->remaining()) extras.push_back(x);
+    if (!extras.empty()) {
+      std::string words = extras.front();
+      for (std::size_t i = 1; i < extras.size(); ++i) words += " " + extras[i];
+      throw moetune::InputError("argument", words,
+                                "not expected by '" + path + "' (see " + path + " --help)");
+    }
+  }
   if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
     if (const CLI::Option* opt = repeated_option(chain)) {
       const std::size_t n = opt->count();

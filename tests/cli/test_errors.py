@@ -181,6 +181,8 @@ class BadInput(CliTestCase):
                 (["tune", "--out", afile], ["out=", "not a folder"]),
                 (["tune", "--dry-run", "--out", os.path.join(afile, "sub")], ["out=", "not a folder"]),
                 (["tune", "--dry-run", "--out", ""], ["out=", "empty"]),
+                (["shapes", "extra"], ["argument=extra: not expected by 'moetune shapes'"]),
+                (["config", "validate", TABLE_18, "b"], ["argument=b: not expected"]),
                 # nothing can be made in /proc, even by root (whom access() lets through)
                 (["tune", "--dry-run", "--out", "/proc/moetune-out"], ["out=", "cannot write"]),
                 (["tune", "--out", "/proc/moetune-out"], ["out=", "cannot write"]),
