@@ -215,23 +215,21 @@ std::vector<int> serving_batch_sizes(std::string_view text) {
   }
   if (!lo) throw InputError("serving", value, "missing concurrency=lo..hi");
   const long tokens_per_step = 1L + spec.value_or(0);  // long: spec may be INT_MAX
+  // The largest batch is hi's (every other concurrency is below it): named as typed.
+  if (const long M = *hi * tokens_per_step; M > kMaxBatch) {  // both below 2^31: fits 64 bits
+    throw InputError("serving", value,
+                     fmt::format("concurrency {} x {} tokens per step = {} tokens: above {}, "
+                                 "--batch's cap (the kernels' int32 token-slot ids, M * topk "
+                                 "< 2^31, for any topk up to 128)",
+                                 *hi, tokens_per_step, M, kMaxBatch));
+  }
   std::vector<long> concurrencies{*lo};
   for (long c = 1; c < *hi; c *= 2) {
     if (c > *lo) concurrencies.push_back(c);
   }
   concurrencies.push_back(*hi);
   std::vector<int> out;
-  for (long c : concurrencies) {
-    const long M = c * tokens_per_step;  // both below 2^31: no overflow in 64 bits
-    if (M > kMaxBatch) {
-      throw InputError("serving", value,
-                       fmt::format("concurrency {} x {} tokens per step = {} tokens: above {}, "
-                                   "--batch's cap (the kernels' int32 token-slot ids, M * topk "
-                                   "< 2^31, for any topk up to 128)",
-                                   c, tokens_per_step, M, kMaxBatch));
-    }
-    out.push_back(static_cast<int>(M));
-  }
+  for (long c : concurrencies) out.push_back(static_cast<int>(c * tokens_per_step));
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;

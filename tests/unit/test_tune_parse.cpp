@@ -82,6 +82,14 @@ TEST(ServingBatchSizes, CappedAsBatchWithoutOverflow) {
   EXPECT_EQ(field_of([] { serving_batch_sizes("concurrency=1..99999999"); }), "serving");
   EXPECT_EQ(field_of([] { serving_batch_sizes("concurrency=4096,spec=4096"); }), "serving");
   EXPECT_EQ(serving_batch_sizes("concurrency=4096,spec=4095"), (std::vector<int>{kMaxBatch}));
+  try {  // the message names the concurrency typed, not a power of two on the way to it
+    serving_batch_sizes("concurrency=1..99999999");
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("concurrency 99999999 x 1 tokens per step"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
