@@ -100,9 +100,9 @@ struct FusedMoeOptions {
   // act, gemm2 and reduce stages enqueue nothing; the kernel derives the alignment where
   // M * topk <= 256 (see alignment_in_gemm1), else the alignment launch writes its tables and
   // resets its counters. Unset: moetune's default (moetune_default_sliced_gemms: on the H100 SXM
-  // and H200 where its blocks fit one wave and it derives the alignment, M = 6..8 on the
-  // anchors; off elsewhere); true: wherever it applies (`--sliced`); false: never
-  // (`--no-sliced`). Never with topk_sum_in_gemm2 false: its adds land in any order (true with
+  // and H200 where its blocks fill one wave or most of a second and it derives the alignment,
+  // M = 6..8 and 14..24 / 14..20 on the anchors; off elsewhere); true: wherever it applies
+  // (`--sliced`); false: never (`--no-sliced`). Never with topk_sum_in_gemm2 false: its adds land in any order (true with
   // it is an InputError, as `--sliced --deterministic` on the command line).
   std::optional<bool> sliced_gemms;
   // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+): GEMM1's blocks zero

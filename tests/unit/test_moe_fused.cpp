@@ -192,16 +192,19 @@ TEST(MoeFused, AlignmentInGemm1DefaultsToTheH100sFusedTile) {
       const std::string what = std::string(d) + " shape " + std::to_string(shape);
       const FusedMoe dflt(s, h100), never(s, h100, {}, {}, off);
       for (std::int64_t M = 1; M <= 40; ++M) {
-        // M = 6..8: the sliced kernel (the H100's default there) derives it.
+        // M = 6..8 and 14..24: the sliced kernel (the H100's default there) derives it; M = 12
+        // and 13 take the unfused stage tile, which does not.
         const bool want =
-            std::string(d) == "fp8_block" && ((M >= 6 && M <= 11) || (M >= 16 && M <= 32));
+            std::string(d) == "fp8_block" && ((M >= 6 && M <= 11) || (M >= 14 && M <= 32));
         EXPECT_EQ(dflt.gemm1_aligns(M), want) << what << " M=" << M;
-        if (std::string(d) == "fp8_block" && M >= 7 && M <= 32) {  // it follows the fused tile
+        if (std::string(d) == "fp8_block" && M >= 7 && M <= 32 && !dflt.uses_sliced_gemms(M)) {
+          // the stage GEMM1 derives it where its tile fuses the activation
           EXPECT_EQ(dflt.workspace_layout(M).gemm1_fused_act, want) << what << " M=" << M;
         }
         EXPECT_FALSE(never.gemm1_aligns(M)) << what << " M=" << M;
-        // The H200: only where the sliced kernel (its default at M = 6..8 too) derives it.
-        const bool sliced = std::string(d) == "fp8_block" && M >= 6 && M <= 8;
+        // The H200: only where the sliced kernel (its default at M = 6..8 and 14..20) derives it.
+        const bool sliced =
+            std::string(d) == "fp8_block" && ((M >= 6 && M <= 8) || (M >= 14 && M <= 20));
         EXPECT_EQ(FusedMoe(s, h200).gemm1_aligns(M), sliced) << what << " M=" << M;
       }
     }

@@ -87,7 +87,7 @@ TEST(MoeSliced, LayerUsesItWhenAskedAndNeverWhenRefused) {
   for (std::int64_t M : {1, 8, 16, 64}) {
     EXPECT_TRUE(on.uses_sliced_gemms(M)) << M;
     EXPECT_FALSE(off.uses_sliced_gemms(M)) << M;
-    EXPECT_EQ(def.uses_sliced_gemms(M), M == 8) << M;  // the default: one wave (M = 6..8)
+    EXPECT_EQ(def.uses_sliced_gemms(M), M == 8 || M == 16) << M;  // the default (see below)
     // Never where out must be bit-reproducible (its adds land in any order): asked for, an
     // InputError naming sliced_gemms; by default, not taken.
     FusedMoeOptions det;
@@ -141,11 +141,13 @@ TEST(MoeSliced, LayerUsesItWhenAskedAndNeverWhenRefused) {
   EXPECT_TRUE(both.uses_sliced_gemms(64));  // past the persistent kernel's 32 tokens
 }
 
-TEST(MoeSliced, DefaultOnTheH100AndH200WhileItsBlocksFitOneWave) {
+TEST(MoeSliced, DefaultOnTheH100AndH200WhereItsBlocksFillTheirWaves) {
   // moetune_default_sliced_gemms: the H100 SXM and the H200 only; both anchors (E = 256,
   // topk 8, N = 256: two slices) at M = 6..8, where the kernel derives the alignment (M <= 5:
   // the routing launch aligns) and its blocks fit the 132 SMs with a standard deviation to
-  // spare (M = 9: 141).
+  // spare (M = 9: 141), and again where a second wave is at least half full: from M = 14
+  // (1.51 waves; M = 13: 1.43) to M = 24 on the H100 (2.19; 25: 2.25) and 20 on the H200
+  // (1.94; 21: 2.01).
   const GpuSpec& h100 = require_gpu("NVIDIA H100 80GB HBM3");
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   const GpuSpec& pcie = require_gpu("NVIDIA H100 PCIe");
@@ -153,25 +155,33 @@ TEST(MoeSliced, DefaultOnTheH100AndH200WhileItsBlocksFitOneWave) {
     const MoeShape s = anchor(i, "fp8_block");
     const FusedMoe def(s, h100), h200_def(s, h200);
     for (std::int64_t M = 1; M <= 70; ++M) {
-      const bool want = M >= 6 && M <= 8;
-      EXPECT_EQ(def.uses_sliced_gemms(M), want) << s.source << " M=" << M;
-      EXPECT_EQ(h200_def.uses_sliced_gemms(M), want) << s.source << " M=" << M;
-      if (want) {
-        EXPECT_TRUE(def.workspace_layout(M).gemm1_aligns) << M;
-        EXPECT_TRUE(h200_def.workspace_layout(M).gemm1_aligns) << M;
-      }
+      const bool one_wave = M >= 6 && M <= 8;
+      const bool h100_want = one_wave || (M >= 14 && M <= 24);
+      const bool h200_want = one_wave || (M >= 14 && M <= 20);
+      EXPECT_EQ(def.uses_sliced_gemms(M), h100_want) << s.source << " M=" << M;
+      EXPECT_EQ(h200_def.uses_sliced_gemms(M), h200_want) << s.source << " M=" << M;
+      if (h100_want) EXPECT_TRUE(def.workspace_layout(M).gemm1_aligns) << M;
+      if (h200_want) EXPECT_TRUE(h200_def.workspace_layout(M).gemm1_aligns) << M;
     }
     for (const GpuSpec* g : {&h100, &h200}) {
       EXPECT_TRUE(moetune_default_sliced_gemms(*g, s, 8)) << g->name;
       EXPECT_FALSE(moetune_default_sliced_gemms(*g, s, 9)) << g->name;
+      EXPECT_FALSE(moetune_default_sliced_gemms(*g, s, 13)) << g->name;
+      EXPECT_TRUE(moetune_default_sliced_gemms(*g, s, 14)) << g->name;
+      EXPECT_TRUE(moetune_default_sliced_gemms(*g, s, 20)) << g->name;
     }
+    EXPECT_TRUE(moetune_default_sliced_gemms(h100, s, 24));
+    EXPECT_FALSE(moetune_default_sliced_gemms(h100, s, 25));
+    EXPECT_FALSE(moetune_default_sliced_gemms(h200, s, 21));
     EXPECT_FALSE(moetune_default_sliced_gemms(pcie, s, 6));  // sm_90a too, but not measured
+    EXPECT_FALSE(moetune_default_sliced_gemms(pcie, s, 16));
     EXPECT_FALSE(FusedMoe(s, pcie).uses_sliced_gemms(6));
     FusedMoeOptions off, no_align;
     off.sliced_gemms = false;
     no_align.alignment_in_gemm1 = false;  // the default was measured deriving it only
     EXPECT_FALSE(FusedMoe(s, h100, {}, {}, off).uses_sliced_gemms(8));
     EXPECT_FALSE(FusedMoe(s, h100, {}, {}, no_align).uses_sliced_gemms(8));
+    EXPECT_FALSE(FusedMoe(s, h100, {}, {}, no_align).uses_sliced_gemms(16));
   }
   // Four slices (N = 512): twice the blocks, so one wave holds fewer tokens (M <= 3).
   MoeShape wide = anchor(0, "fp8_block");
@@ -183,15 +193,16 @@ TEST(MoeSliced, DefaultOnTheH100AndH200WhileItsBlocksFitOneWave) {
 
 TEST(MoeSliced, LayerKernelsNamesWhatForwardRuns) {
   // What bench and profile report per M: the decode kernels at M <= decode_max_tokens, the
-  // sliced kernel at M = 6..8 by default on the H200 (a table whose up BLOCK_SIZE_M is not 16
-  // keeps the stage kernels there), else the stage kernels; the persistent kernel when asked.
+  // sliced kernel at M = 6..8 and 14..20 by default on the H200 (a table whose up BLOCK_SIZE_M
+  // is not 16 keeps the stage kernels there), else the stage kernels; the persistent kernel
+  // when asked.
   const GpuSpec& h200 = require_gpu("NVIDIA H200");
   const MoeShape q = anchor(0, "fp8_block");
   const FusedMoe def(q, h200);
-  for (std::int64_t M = 1; M <= 16; ++M) {
-    const std::string want = def.uses_decode_kernels(M)  ? "decode"
-                             : M >= 6 && M <= 8          ? "sliced"
-                                                         : "stages";
+  for (std::int64_t M = 1; M <= 32; ++M) {
+    const std::string want = def.uses_decode_kernels(M)                  ? "decode"
+                             : (M >= 6 && M <= 8) || (M >= 14 && M <= 20) ? "sliced"
+                                                                          : "stages";
     EXPECT_EQ(def.layer_kernels(M), want) << M;
   }
   EXPECT_STREQ(def.layer_kernels(1), "decode");
