@@ -1,19 +1,18 @@
 #!/bin/bash
-# The fortieth session's second call, after the routing-zeroes-out change held on an H100 (layer
-# -1.1..-2.7% at M = 6..8 on both fp8 anchors, GPU tests passed). Carry .devbin: `moetune` built
-# from main plus the change (the branch routing-zeroes-out's e23d207 build serves: same kernels),
-# `prev/moetune` any earlier main. Whichever GPU comes:
-# 1. on an H200: issue 5's bars at the new build (final_bars.sh) and a profile at Qwen3.5 fp8
-#    M = 8. Prediction: Qwen3.5 fp8 M = 8 about 38.5 µs (83% of floor_measured), M = 16
-#    unchanged (80.8%), the rest as the thirty-fifth session's.
-# 2. the sliced kernel against the default (stage path) at M = 12, 16, 20 on both fp8 anchors,
-#    two interleaved runs: with no atomic round trip at either end it may now win past one wave
-#    of blocks (thirty-fifth session on the H200, before the change: M = 16 +0.8 / +0.1%,
-#    M = 20 -3.2 / -3.4%). Prediction: M = 16 -1..-2%, M = 20 -4..-5%, M = 12 within +-2%.
+# Issue 5's next call (fortieth session). Carry .devbin: `moetune` built at main (15d4ef2 or
+# later: the routing zeroes out for the sliced kernel, and the kernel is the default also where
+# its blocks fill most of a second wave, M = 14..20 on the H200's anchors). Whichever GPU comes:
+# 1. issue 5's bars at the defaults (final_bars.sh) and a profile at Qwen3.5 fp8
+#    M = 8. Prediction: Qwen3.5 fp8 M = 8 about 38.5 µs (83% of floor_measured), M = 16 about
+#    68.8 µs (83%; the sliced kernel now), the rest as the thirty-fifth session's.
+# 2. the defaults against --no-sliced at M = 12, 14, 16, 20, 22 on both fp8 anchors, two
+#    interleaved runs: on the H200 the rule's second-wave band (14..20) is predicted from the
+#    H100 (there M = 14..24 won by 0.1..4.6%), M = 20 measured before (-3.2 / -3.4%). Prediction:
+#    the defaults -1..-3% at M = 14, 16, -4..-6% at 20; equal at 12 and 22 (stage path both
+#    sides). If M = 14 or 16 loses beyond the spread, the H200's band starts at 20 (1.94 waves).
 # 3. the sliced row's error against fp64 (`check --verbose`, Qwen3.5 fp8 M = 6..8, seeds 1..6)
-#    next to the stage path's rows at the same seeds (--no-sliced): what limit the row needs
-#    (one run at seed 412644267 gave 1.61e-2 on both builds, over the old 1e-2).
-# Env: CALL_S (the command's seconds, default 480).
+#    next to the stage path's rows (--no-sliced), if time is left.
+# Env: CALL_S (the command's seconds, default 480; 300 drops most of 3).
 set -u
 left() { local l=$((${CALL_S:-480} - 15 - SECONDS)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
 cap() { local l; l=$(left); [ "$l" -gt "$1" ] && l=$1; echo "$l"; }  # left, at most $1
@@ -21,7 +20,7 @@ FINAL=$OUT; OUT=$FINAL/w; mkdir -p "$OUT"; export OUT
 export MOETUNE_CACHE_DIR=/tmp/moetune-cache
 nvidia-smi --query-gpu=name,uuid,clocks.max.sm --format=csv,noheader
 cat .devbin/commit.txt
-if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+{  # the bars on either GPU (on an H100 SXM: the table at the new defaults, 21 of 21 before)
   mkdir -p "$OUT/bars"
   OUT=$OUT/bars BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=40 \
     timeout -k 5 "$(cap 220)" bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
@@ -30,11 +29,11 @@ if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
   timeout "$(cap 30)" .devbin/moetune profile --model qwen3.5-122b-a10b-fp8 --tp 4 --batch 8 \
     --measured-ceilings >"$OUT/profile_m8.txt" 2>&1
   echo "profile rc=$?"; tail -n 12 "$OUT/profile_m8.txt"
-fi
+}
 mkdir -p "$OUT/ab"
-OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=12,16,20 \
+OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=12,14,16,20,22 \
   BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
-  SIDES="new!measured-ceilings new!sliced!measured-ceilings" \
+  SIDES="new!measured-ceilings new!no-sliced!measured-ceilings" \
   timeout -k 5 "$(cap 150)" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
 echo "stage_ab: exit $?"; grep -vE "exit 0 in" "$OUT/ab_console.txt" | grep -E "^(===|[0-9])"
 for seed in 1 2 3 4 5 6; do
