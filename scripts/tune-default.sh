@@ -25,7 +25,7 @@ fi
 
 # With --json, stdout stays one JSON document: the dry run's plan alone (notes on stderr).
 json=0
-for a in "$@"; do [ "$a" = --json ] && json=1; done
+for a in "$@"; do case "$a" in --json | --json=true | --json=1) json=1 ;; esac; done
 if [ "$json" -eq 1 ]; then
   echo "tune-default: no usable GPU: nothing tuned; printing the plan (tune --dry-run --json)." >&2
   "$bin" tune --dry-run --out "$out" "$@" || exit $?

@@ -121,22 +121,22 @@ KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, i
 // measured to win (bench/results/2026-12-05_h100_twentyninth_session.md; mixed on the H200). The
 // sliced kernel, where it is the default (moetune_default_sliced_gemms), derives it regardless.
 bool moetune_default_alignment_in_gemm1(const GpuSpec& gpu, bool gemm1_fuses_act);
-// Whether moetune's defaults run the sliced GEMM kernel (FusedMoeOptions::sliced_gemms unset) at
-// M tokens where FusedMoe can (block fp8, sm_90a, the kernel deriving the alignment): only on
-// the H100 SXM and the H200, and only where its blocks (one per active expert and 128 columns
-// of N, active experts counted for uniform routing plus one standard deviation) fill one wave
-// of the GPU's SMs, or a second wave at least half (1.5..2.2 waves on the H100 SXM, 1.5..2.0
-// on the H200), where it was measured to win. Layer A/B, Qwen3.5 fp8 TP4 / DeepSeek-V3 fp8 TP8:
-// at M = 6, 7, 8 (one wave) one H100 SXM, three interleaved runs a side
-// (bench/results/2026-12-06_thirtyfourth_session.md) -13.1 / -5.6%, -4.7 / +0.2%,
-// -5.1..-5.3 / -1.3..-1.5% (two calls); one H200, two runs
-// (bench/results/2026-12-06_thirtyfifth_session.md) -13.4 / -5.9%, -5.9 / -2.6%, -6.7 / -3.0%.
-// Past one wave, on an H100 SXM after the routing launch zeroes out for it (two runs a side,
-// bench/results/2026-12-07_fortieth_session.md): M = 10 +10.5 / +11.7%, 12 +1.4 / +6.7%,
-// 14 -3.9 / -0.1%, 16..22 -3.0..-4.6 / -1.0..-2.6%, 24 -1.6 / -2.5%, 28 +0.9 / +1.9%; on the
-// H200 before that change and the 256-byte units (which gained 1.6..2.8% on the H100) M = 16
-// +0.8 / +0.1%, 20 -3.2 / -3.4%, 24 +7.9 / +4.8%. The anchors take it at M = 6..8 and 14..24
-// on the H100 SXM, M = 6..8 and 14..20 on the H200 (14..16 there predicted, not yet measured).
+// Whether moetune's defaults run the sliced GEMM kernel (FusedMoeOptions::sliced_gemms unset) at M
+// tokens where FusedMoe can (block fp8, sm_90a, the kernel deriving the alignment): only on the
+// H100 SXM and the H200, and only where its blocks (one per active expert and 128 columns of N,
+// active experts counted for uniform routing plus one standard deviation) fit one wave of the GPU's
+// SMs, or, with two slices (N = 256, the only width measured past one wave), come to 1.5..2.2 waves
+// on the H100 SXM or 1.5..2.0 on the H200, where it was measured to win. Layer A/B, Qwen3.5 fp8 TP4
+// / DeepSeek-V3 fp8 TP8: at M = 6, 7, 8 (one wave) one H100 SXM, three interleaved runs a side
+// (bench/results/2026-12-06_thirtyfourth_session.md) -13.1 / -5.6%, -4.7 / +0.2%, -5.1..-5.3 /
+// -1.3..-1.5% (two calls); one H200, two runs (bench/results/2026-12-06_thirtyfifth_session.md)
+// -13.4 / -5.9%, -5.9 / -2.6%, -6.7 / -3.0%. Past one wave, on an H100 SXM after the routing launch
+// zeroes out for it (two runs a side, bench/results/2026-12-07_fortieth_session.md): M = 10 +10.5 /
+// +11.7%, 12 +1.4 / +6.7%, 14 -3.9 / -0.1%, 16..22 -3.0..-4.6 / -1.0..-2.6%, 24 -1.6 / -2.5%, 28
+// +0.9 / +1.9%; on the H200 before that change and the 256-byte units (which gained 1.6..2.8% on
+// the H100) M = 16 +0.8 / +0.1%, 20 -3.2 / -3.4%, 24 +7.9 / +4.8%. The anchors take it at M = 6..8
+// and 14..24 on the H100 SXM, M = 6..8 and 14..20 on the H200 (14..16 there predicted, not yet
+// measured).
 bool moetune_default_sliced_gemms(const GpuSpec& gpu, const MoeShape& shape, int M);
 // The common 18 batch sizes: 1, 2, 4, ..., 4096.
 const std::vector<int>& default_batch_sizes();

@@ -92,18 +92,19 @@ struct FusedMoeOptions {
   // than the two stage GEMMs at every size measured (Qwen3.5 fp8 TP4 M = 8: layer 54.0 against
   // 45.4 µs; bench/results/2026-12-02_h200_twentyfirst_session.md). `--persistent` turns it on.
   bool persistent_gemms = false;
-  // The sliced GEMM kernel (kernels/moe_gemms_sliced_sm90a.cuh): block fp8 on sm_90a at
-  // M <= 64 (moe::sliced_applies), a block per (m-block, 128 columns of the intermediate) runs
-  // GEMM1, SiLU·up and its quantization, and GEMM2's share over those columns, adding into out:
-  // one launch for both GEMMs and the top-k sum, with GEMM2's weights streaming while GEMM1's
-  // epilogue runs and no grid that must be resident at once. The gemm1 stage then runs it, the
-  // act, gemm2 and reduce stages enqueue nothing; the kernel derives the alignment where
-  // M * topk <= 256 (see alignment_in_gemm1), else the alignment launch writes its tables and
-  // resets its counters. Unset: moetune's default (moetune_default_sliced_gemms: on the H100 SXM
-  // and H200 where its blocks fill one wave or most of a second and it derives the alignment,
-  // M = 6..8 and 14..24 / 14..20 on the anchors; off elsewhere); true: wherever it applies
-  // (`--sliced`); false: never (`--no-sliced`). Never with topk_sum_in_gemm2 false: its adds land in any order (true with
-  // it is an InputError, as `--sliced --deterministic` on the command line).
+  // The sliced GEMM kernel (kernels/moe_gemms_sliced_sm90a.cuh): block fp8 on sm_90a at M <= 64
+  // (moe::sliced_applies), a block per (m-block, 128 columns of the intermediate) runs GEMM1,
+  // SiLU·up and its quantization, and GEMM2's share over those columns, adding into out: one launch
+  // for both GEMMs and the top-k sum, with GEMM2's weights streaming while GEMM1's epilogue runs
+  // and no grid that must be resident at once. The gemm1 stage then runs it, the act, gemm2 and
+  // reduce stages enqueue nothing; the kernel derives the alignment where M * topk <= 256 (see
+  // alignment_in_gemm1), else the alignment launch writes its tables and resets its counters.
+  // Unset: moetune's default (moetune_default_sliced_gemms: on the H100 SXM and H200 where its
+  // blocks fit one wave, or 1.5..2.2 / 2.0 waves with N = 256, and it derives the alignment, M =
+  // 6..8 and 14..24 / 14..20 on the anchors; off elsewhere); true: wherever it applies
+  // (`--sliced`); false: never (`--no-sliced`). Never with topk_sum_in_gemm2 false: its adds land
+  // in any order (true with it is an InputError, as `--sliced --deterministic` on the command
+  // line).
   std::optional<bool> sliced_gemms;
   // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+): GEMM1's blocks zero
   // `out`, GEMM2 adds each slot's row (times its routed weight, rounded to the output dtype) into

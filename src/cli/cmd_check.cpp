@@ -165,7 +165,7 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
   CLI::Option* sliced = sub->add_flag(
       "--sliced", o->sliced,
       "check block-fp8 layers with the sliced GEMM kernel wherever it applies (sm_90a, M <= 64; "
-      "default: the GPU's rule, on the H100 SXM and H200 where its blocks fill their waves)");
+      "default: the GPU's rule, on the H100 SXM and H200 where it was measured to win)");
   sub->add_flag("--no-sliced", o->no_sliced, "check layers without the sliced kernel")
       ->excludes(sliced);
   sliced->excludes(deterministic);  // the sliced kernel's adds land in any order

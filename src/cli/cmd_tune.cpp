@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -101,7 +103,10 @@ void check_out_dir(const std::string& out) {
   // (/proc, some mounts).
   std::string probe = (p / ".moetune-out-probe-XXXXXX").string();
   const int fd = ::mkstemp(probe.data());
-  if (fd < 0) throw InputError("out", out, fmt::format("cannot write to {}", p.string()));
+  if (fd < 0) {
+    throw InputError("out", out,
+                     fmt::format("cannot write to {}: {}", p.string(), std::strerror(errno)));
+  }
   ::close(fd);
   ::unlink(probe.c_str());
 }

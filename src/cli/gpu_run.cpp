@@ -70,8 +70,8 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
       "--sliced", o.sliced,
       "block fp8 on sm_90a at M <= 64: GEMM1, SiLU·up and GEMM2 with the top-k sum in one "
       "kernel, a block per 128 columns of the intermediate (default: on the H100 SXM and H200 "
-      "where its blocks fill one wave or most of a second, M = 6..8 and 14..24 / 14..20 on the "
-      "anchors; the stage kernels elsewhere)");
+      "where its blocks fit one wave or, at N = 256, 1.5..2.2 / 2.0 waves: M = 6..8 and 14..24 / "
+      "14..20 on the anchors; the stage kernels elsewhere)");
   sub.add_flag("--no-sliced", o.no_sliced, "never the sliced kernel (default: see --sliced)")
       ->excludes(sliced);
   sub.add_flag("--deterministic", o.deterministic,

@@ -168,7 +168,7 @@ void set_block_fp8_down(KernelConfig& c) {
 // the unfused n128 tile (M = 12) it loses: +0.8 / +2.5%, +1.1 / +2.5% (the derivation costs
 // that kernel 2.4 µs on DeepSeek-V3). On the H200 mixed (Qwen3.5 -0.3..-1.9%, DeepSeek-V3
 // +0.9..+1.7% at M = 7..16; bench/results/2026-12-06_thirtyfifth_session.md), so the H200's stage
-// GEMM1 keeps the align launch (its sliced kernel, the default at M = 6..8, derives it).
+// GEMM1 keeps the align launch (its sliced kernel, the default at M = 6..8 and 14..20, derives it).
 bool moetune_default_alignment_in_gemm1(const GpuSpec& gpu, bool gemm1_fuses_act) {
   return h100_sxm(gpu) && gemm1_fuses_act;
 }
@@ -186,18 +186,20 @@ bool moetune_default_sliced_gemms(const GpuSpec& gpu, const MoeShape& shape, int
   // A block per (active expert, 128-column slice) while one more m-block per expert is rare.
   const double slots_per_active = active > 0 ? M * share * shape.E / active : 0.0;
   if (slots_per_active > 16.0) return false;
-  // Its blocks in waves of one per SM: one wave, or a second wave at least half full (a wave
-  // and a sliver waits a whole block on few SMs while the stage path's smaller blocks fill
-  // in). Layer A/B, --sliced against the stage path, both fp8 anchors (2 slices, the waves in
-  // parentheses), fortieth session on an H100 SXM after routing-zeroes-out: M = 10 (1.16)
-  // +10.5 / +11.7%, 12 (1.34) +1.4 / +6.7%, 14 (1.51) -3.9 / -0.1%, 16..22 (1.66..2.07)
-  // -3.0..-4.6% / -1.0..-2.6%, 24 (2.19) -1.6 / -2.5%, 28 (2.40) +0.9 / +1.9%. On the H200
-  // (thirty-fifth session, before the 256-byte units and routing-zeroes-out, which gained
-  // 1.6..2.8% on the H100): M = 16 +0.8 / +0.1%, 20 -3.2 / -3.4%, 24 +7.9 / +4.8%; so its
-  // second wave ends at 2.0 (M = 14..20 on the anchors; M = 14..16 predicted from the H100).
+  // Its blocks in waves of one per SM: one wave, or 1.5..2.2 waves on the H100 SXM (2.0 on the
+  // H200), the band where it was measured to win (a wave and a sliver waits a whole block on few
+  // SMs while the stage path's smaller blocks fill in). Measured with two slices only (N = 256):
+  // wider shapes (more blocks and bf16 adds per slot) keep the one-wave rule. Layer A/B, --sliced
+  // against the stage path, both fp8 anchors (2 slices, the waves in parentheses), fortieth session
+  // on an H100 SXM after routing-zeroes-out: M = 10 (1.16) +10.5 / +11.7%, 12 (1.34) +1.4 / +6.7%,
+  // 14 (1.51) -3.9 / -0.1%, 16..22 (1.66..2.07) -3.0..-4.6% / -1.0..-2.6%, 24 (2.19) -1.6 / -2.5%,
+  // 28 (2.40) +0.9 / +1.9%. On the H200 (thirty-fifth session, before the 256-byte units and
+  // routing-zeroes-out, which gained 1.6..2.8% on the H100): M = 16 +0.8 / +0.1%, 20 -3.2 / -3.4%,
+  // 24 +7.9 / +4.8%; so its second wave ends at 2.0 (M = 14..20 on the anchors; M = 14..16
+  // predicted from the H100).
   const double waves = (active + sd) * (shape.N / 128) / gpu.sm_count;
-  const double last_full_waves = h100_sxm(gpu) ? 2.2 : 2.0;
-  return waves <= 1.0 || (waves >= 1.5 && waves <= last_full_waves);
+  const double band_end = h100_sxm(gpu) ? 2.2 : 2.0;
+  return waves <= 1.0 || (shape.N == 256 && waves >= 1.5 && waves <= band_end);
 }
 
 KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, int M, bool down) {

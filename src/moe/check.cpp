@@ -642,11 +642,13 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
           // activation and dequantized weights, only roundings remain (~4e-3 measured), and a
           // lost or doubled slot row must not hide under fp8's 5e-2. Not the sliced kernel's
           // row: its reference quantizes its own fp64 activation, so e4m3 rounding flips of
-          // the activation count as in GEMM1's row, on top of a bf16 add per slot and
-          // 128-column slice (N / 128 per slot, not one): 5.6e-3..1.6e-2 measured at Qwen3.5
-          // fp8 M = 6..8 on an H100 (2026-12-07, two slices), so GEMM1's limit.
+          // the activation count, on top of a bf16 add per slot and 128-column slice (N / 128
+          // per slot, not one): 5.1e-3..1.6e-2 in 54 checks at Qwen3.5 fp8 M = 6..8 and both
+          // anchors at 14..24 on H100s (2026-12-07). 3e-2 is about twice the worst seen, and a
+          // lost (slot, slice) row, about 0.25 / sqrt(rows) of the norm, still shows at the
+          // 32 rows compared at most (0.044).
           if (sliced) {
-            emit("gemm1+act+gemm2+reduce", rel_error(o_got, o_ref), thr, nr,
+            emit("gemm1+act+gemm2+reduce", rel_error(o_got, o_ref), 3e-2, nr,
                  "the sliced GEMM kernel's output, against the fp64 GEMM1, SiLU(gate)*up, its "
                  "fp8 quantization, GEMM2 and top-k sum from the GPU's quantized input");
           } else if (sums_topk) {

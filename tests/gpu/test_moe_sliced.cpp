@@ -63,7 +63,7 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
                                bool skew = false, std::optional<bool> align = std::nullopt) {
   FusedMoeOptions on_opts, off_opts;
   on_opts.sliced_gemms = true;
-  off_opts.sliced_gemms = false;  // unset is the GPU's default: sliced at M = 6..8 on H100 / H200
+  off_opts.sliced_gemms = false;  // unset: the GPU's rule (M = 6..8, 14..24 / 14..20 there)
   on_opts.alignment_in_gemm1 = align;
   on_opts.rank = off_opts.rank = rank;
   FusedMoe on(s, local_gpu(), {}, {}, on_opts), off(s, local_gpu(), {}, {}, off_opts);
@@ -183,7 +183,7 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
 
 TEST_F(MoeSlicedGpu, MatchesStagePathQwen) {
   const MoeShape s = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
-  // M = 6..8: the H100 SXM's and H200's default.
+  // M = 6..8, 16 and 24: where the H100 SXM's or H200's default takes it.
   expect_matches_stage_path(s, 0, {1, 5, 6, 7, 8, 13, 16, 24, 32, 64});
 }
 

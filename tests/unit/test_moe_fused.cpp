@@ -178,8 +178,9 @@ TEST(MoeFused, AlignmentInGemm1WhereItApplies) {
 
 // The default (alignment_in_gemm1 unset): on the H100 SXM, block fp8 derives the alignment where
 // its GEMM1 is the fused n256 tile (M = 7..11 and 16..32 on both anchors: M = 12..15 keep the
-// n128 tile and the activation stage, moetune_default_config's band there); on the H200 only where
-// the sliced kernel (its default at M = 6..8) derives it, never for bf16; `false` turns it off on
+// n128 tile and the activation stage, moetune_default_config's band there) or the sliced kernel
+// runs (its default at M = 6..8 and 14..24); on the H200 only where the sliced kernel (M = 6..8
+// and 14..20) derives it, never for bf16; `false` turns it off on
 // the H100 too, and a table's unfused tile keeps the align launch where `true` would not.
 TEST(MoeFused, AlignmentInGemm1DefaultsToTheH100sFusedTile) {
   const GpuSpec& h100 = require_gpu("NVIDIA H100 80GB HBM3");

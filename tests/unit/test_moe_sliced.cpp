@@ -1,10 +1,9 @@
-// The sliced GEMM kernel's host side and plan (no GPU): which shapes and sizes take it, its
-// shared memory and ring depth, the layer's use of it (when asked, or by default where its
-// blocks fit one wave on the H100 SXM and H200; never for a bit-reproducible output; deriving
-// the alignment where that fits, else with the align launch; its counters in a workspace that
-// never shrinks),
-// the launch's refusals, and (NVRTC) that both instances compile without spills on both fp8
-// anchors.
+// The sliced GEMM kernel's host side and plan (no GPU): which shapes and sizes take it, its shared
+// memory and ring depth, the layer's use of it (when asked, or by default where its blocks fit one
+// wave on the H100 SXM and H200, or 1.5..2.2 / 2.0 waves with two slices; never for a
+// bit-reproducible output; deriving the alignment where that fits, else with the align launch; its
+// counters in a workspace that never shrinks), the launch's refusals, and (NVRTC) that both
+// instances compile without spills on both fp8 anchors.
 #include <optional>
 #include <string>
 #include <vector>
@@ -189,6 +188,15 @@ TEST(MoeSliced, DefaultOnTheH100AndH200WhereItsBlocksFillTheirWaves) {
   EXPECT_TRUE(moetune_default_sliced_gemms(h100, wide, 3));
   EXPECT_FALSE(moetune_default_sliced_gemms(h100, wide, 5));
   EXPECT_FALSE(moetune_default_sliced_gemms(h100, anchor(0, "fp8_block"), 0));
+  // The second-wave band was measured with two slices only: wider shapes keep one wave, also
+  // where their blocks would come to 1.5..2.2 waves (N = 512 at M = 6..9, N = 384 at 10..19).
+  MoeShape three = anchor(0, "fp8_block");
+  three.N = 384;
+  for (const GpuSpec* g : {&h100, &h200}) {
+    for (int M = 6; M <= 9; ++M) EXPECT_FALSE(moetune_default_sliced_gemms(*g, wide, M)) << M;
+    EXPECT_TRUE(moetune_default_sliced_gemms(*g, three, 5)) << g->name;  // one wave: 0.99
+    for (int M = 6; M <= 24; ++M) EXPECT_FALSE(moetune_default_sliced_gemms(*g, three, M)) << M;
+  }
 }
 
 TEST(MoeSliced, LayerKernelsNamesWhatForwardRuns) {
