@@ -100,6 +100,29 @@ std::vector<GpuSpec> build_table() {
                     "Programming Guide";
   t.push_back(h200_nvl);
 
+  // Grace Hopper: the H100 SXM's GH100 (132 SMs, the same tensor-core peaks) with its own HBM.
+  // The driver names the board by its CPU memory; 96 GB HBM3 boards come with 480 GB or 120 GB
+  // of LPDDR5X, the 144 GB HBM3e one by its HBM. Names as the driver reports them (seen in
+  // vLLM's fused-MoE config file names), so that tables are named as servers look them up.
+  GpuSpec gh200 = h100;
+  gh200.name = "NVIDIA GH200 480GB";
+  gh200.aliases = {"GH200", "GH200-480GB"};
+  gh200.mem_bandwidth_Bps = 4000 * kGBps;  // GH200 datasheet: 96 GB HBM3, 4 TB/s
+  gh200.source = "NVIDIA GH200 Grace Hopper Superchip datasheet (96 GB HBM3: 4 TB/s; H100 SXM "
+                 "tensor cores); NVIDIA H100 (Hopper) whitepaper; CUDA C++ Programming Guide";
+  t.push_back(gh200);
+  GpuSpec gh200_120 = gh200;  // the same GPU and HBM with 120 GB of CPU memory
+  gh200_120.name = "NVIDIA GH200 120GB";
+  gh200_120.aliases = {"GH200-120GB"};
+  t.push_back(gh200_120);
+  GpuSpec gh200_e = gh200;
+  gh200_e.name = "NVIDIA GH200 144G HBM3e";
+  gh200_e.aliases = {"GH200-144GB"};
+  gh200_e.mem_bandwidth_Bps = 4900 * kGBps;  // GH200 datasheet: 144 GB HBM3e, 4.9 TB/s
+  gh200_e.source = "NVIDIA GH200 Grace Hopper Superchip datasheet (144 GB HBM3e: 4.9 TB/s; H100 "
+                   "SXM tensor cores); NVIDIA H100 (Hopper) whitepaper; CUDA C++ Programming Guide";
+  t.push_back(gh200_e);
+
   GpuSpec h20;
   h20.name = "NVIDIA H20";
   h20.aliases = {"H20"};

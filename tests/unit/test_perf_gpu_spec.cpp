@@ -61,6 +61,14 @@ TEST(GpuSpec, LookupByCudaNameAndAliases) {
   EXPECT_EQ(require_gpu("A100").name, "NVIDIA A100-SXM4-80GB");
   EXPECT_EQ(require_gpu("NVIDIA_A100-SXM4-80GB").name, "NVIDIA A100-SXM4-80GB");
   EXPECT_EQ(require_gpu("a100_sxm4_40gb").name, "NVIDIA A100-SXM4-40GB");
+  // Grace Hopper, by the driver's names (as in vLLM's config file names): the H100 SXM's GPU with
+  // 96 GB HBM3 at 4 TB/s (480 GB or 120 GB of CPU memory) or 144 GB HBM3e at 4.9 TB/s.
+  EXPECT_EQ(require_gpu("NVIDIA_GH200_480GB").name, "NVIDIA GH200 480GB");
+  EXPECT_EQ(require_gpu("gh200").name, "NVIDIA GH200 480GB");
+  EXPECT_DOUBLE_EQ(require_gpu("NVIDIA GH200 120GB").mem_bandwidth_Bps, 4.0e12);
+  EXPECT_DOUBLE_EQ(require_gpu("NVIDIA_GH200_144G_HBM3e").mem_bandwidth_Bps, 4.9e12);
+  EXPECT_EQ(require_gpu("GH200-144GB").sm_count, 132);
+  EXPECT_EQ(require_gpu("GH200").fp8_flops, require_gpu("H100").fp8_flops);
 }
 
 TEST(GpuSpec, UnknownGpu) {
