@@ -101,9 +101,10 @@ std::vector<GpuSpec> build_table() {
   t.push_back(h200_nvl);
 
   // Grace Hopper: the H100 SXM's GH100 (132 SMs, the same tensor-core peaks) with its own HBM.
-  // The driver names the board by its CPU memory; 96 GB HBM3 boards come with 480 GB or 120 GB
-  // of LPDDR5X, the 144 GB HBM3e one by its HBM. Names as the driver reports them (seen in
-  // vLLM's fused-MoE config file names), so that tables are named as servers look them up.
+  // The driver names 96 GB HBM3 boards by their CPU memory (480 GB or 120 GB of LPDDR5X) or their
+  // HBM (96GB), the 144 GB HBM3e one by its HBM. Names as drivers report them (seen in vLLM's
+  // fused-MoE config file names and device queries), so that tables are named as servers look
+  // them up.
   GpuSpec gh200 = h100;
   gh200.name = "NVIDIA GH200 480GB";
   gh200.aliases = {"GH200", "GH200-480GB"};
@@ -115,6 +116,10 @@ std::vector<GpuSpec> build_table() {
   gh200_120.name = "NVIDIA GH200 120GB";
   gh200_120.aliases = {"GH200-120GB"};
   t.push_back(gh200_120);
+  GpuSpec gh200_96 = gh200;
+  gh200_96.name = "NVIDIA GH200 96GB";
+  gh200_96.aliases = {"GH200-96GB"};
+  t.push_back(gh200_96);
   GpuSpec gh200_e = gh200;
   gh200_e.name = "NVIDIA GH200 144G HBM3e";
   gh200_e.aliases = {"GH200-144GB"};

@@ -66,6 +66,7 @@ TEST(GpuSpec, LookupByCudaNameAndAliases) {
   EXPECT_EQ(require_gpu("NVIDIA_GH200_480GB").name, "NVIDIA GH200 480GB");
   EXPECT_EQ(require_gpu("gh200").name, "NVIDIA GH200 480GB");
   EXPECT_DOUBLE_EQ(require_gpu("NVIDIA GH200 120GB").mem_bandwidth_Bps, 4.0e12);
+  EXPECT_DOUBLE_EQ(require_gpu("NVIDIA_GH200_96GB").mem_bandwidth_Bps, 4.0e12);
   EXPECT_DOUBLE_EQ(require_gpu("NVIDIA_GH200_144G_HBM3e").mem_bandwidth_Bps, 4.9e12);
   EXPECT_EQ(require_gpu("GH200-144GB").sm_count, 132);
   EXPECT_EQ(require_gpu("GH200").fp8_flops, require_gpu("H100").fp8_flops);
