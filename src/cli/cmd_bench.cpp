@@ -86,12 +86,12 @@ void print_rows(const std::string& label, const std::vector<moe::LayerBenchRow>&
 
 int run_bench(const GlobalOptions& g, const BenchCliOptions& o) {
   moe::BenchOptions opts = bench_options(o.measure);  // parses --batch before any GPU work
+  const FusedMoeOptions fo = fused_moe_options(o.measure);  // and the layer's flags
   Tables a = tables_of(o.config);
   std::optional<Tables> b;
   if (given(o.vs.opt)) b = read_tables(o.vs.file, "vs");
   Target t = resolve_local_target(g, opts.batch);
   add_measured_ceilings(o.measure, opts);
-  const FusedMoeOptions fo = fused_moe_options(o.measure);
   const bool pdl = fo.pdl && arch_supports_pdl(t.gpu.arch());  // what FusedMoe will do
   // The stage path's GEMM2 adds the top-k sum (FusedMoe::gemm2_sums_topk, persistent aside).
   const bool topk_in_gemm2 = fo.topk_sum_in_gemm2 && gemm2_sums_topk_applies(1, t.gpu.arch());

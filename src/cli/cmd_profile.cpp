@@ -19,10 +19,11 @@ struct ProfileCliOptions {
 
 int run_profile(const GlobalOptions& g, const ProfileCliOptions& o) {
   moe::BenchOptions opts = bench_options(o.measure);
+  const FusedMoeOptions fo = fused_moe_options(o.measure);  // its flags before any GPU work
   Tables tables = tables_of(o.config);
   Target t = resolve_local_target(g, opts.batch);
   add_measured_ceilings(o.measure, opts);
-  FusedMoe moe(t.shape, t.gpu, tables.up, tables.down, fused_moe_options(o.measure));
+  FusedMoe moe(t.shape, t.gpu, tables.up, tables.down, fo);
   std::int64_t max_M = 1;
   for (std::int64_t M : opts.batch) max_M = std::max(max_M, M);
   moe.prepare(max_M);

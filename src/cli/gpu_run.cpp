@@ -74,6 +74,9 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
       "14..20 on the anchors; the stage kernels elsewhere)");
   sub.add_flag("--no-sliced", o.no_sliced, "never the sliced kernel (default: see --sliced)")
       ->excludes(sliced);
+  sub.add_option("--sliced-stages", o.sliced_stages,
+                 "the sliced kernel's ring slots of 36 KB, 2..5, where it runs (default: 4)")
+      ->type_name("N");
   sub.add_flag("--deterministic", o.deterministic,
                "bit-reproducible output: the top-k sum as its own launch in a fixed order, and "
                "never the sliced kernel (default on sm_90+: GEMM2 adds each slot's row into the "
@@ -95,6 +98,11 @@ FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
   f.decode_kernels = !o.no_decode_kernels;
   f.persistent_gemms = o.persistent;
   if (o.sliced || o.no_sliced) f.sliced_gemms = o.sliced;
+  if (!o.sliced_stages.empty()) {
+    f.sliced_stages = parse_positive_int("sliced-stages", o.sliced_stages);
+    if (f.sliced_stages < 2 || f.sliced_stages > 5)
+      throw InputError("sliced-stages", o.sliced_stages, "the sliced kernel's ring slots: 2..5");
+  }
   f.topk_sum_in_gemm2 = !o.deterministic;
   if (o.align_in_gemm1 || o.no_align_in_gemm1) f.alignment_in_gemm1 = o.align_in_gemm1;
   return f;

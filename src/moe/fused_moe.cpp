@@ -238,7 +238,8 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
   // path's.
   if (opts.sliced_gemms != false && opts.topk_sum_in_gemm2 && impl_->arch == "sm_90a" &&
       moe::sliced_unfit(shape).empty())
-    impl_->sliced_stages = moe::sliced_stages(gpu.smem_per_block_bytes);
+    impl_->sliced_stages = moe::sliced_stages(
+        gpu.smem_per_block_bytes, opts.sliced_stages > 0 ? opts.sliced_stages : moe::kSlicedStages);
   impl_->opts = std::move(opts);
 }
 
@@ -255,6 +256,9 @@ void FusedMoe::check(const MoeShape& shape, const GpuSpec& gpu, const ConfigTabl
                      fmt::format("needs sm_89 or newer; {} is sm_{}", gpu.name,
                                  gpu.compute_capability()));
   if (up.empty()) throw InputError("config", "{}", "the up table is empty");
+  if (opts.sliced_stages != 0 && (opts.sliced_stages < 2 || opts.sliced_stages > 5))
+    throw InputError("sliced_stages", std::to_string(opts.sliced_stages),
+                     "the sliced kernel's ring slots: 2..5 (0: moetune's 4)");
   if (opts.sliced_gemms == true && !opts.topk_sum_in_gemm2)
     throw InputError("sliced_gemms", "true",
                      "the sliced kernel adds into out in any order; topk_sum_in_gemm2 false "
@@ -753,6 +757,8 @@ bool FusedMoe::uses_persistent_gemms(std::int64_t M) const {
          moe::persistent_applies(impl_->shape, M, impl_->arch, up_config(M).BLOCK_SIZE_M,
                                  impl_->persistent_grid, impl_->gpu.smem_per_block_bytes);
 }
+
+int FusedMoe::sliced_stages() const { return impl_->sliced_stages; }
 
 bool FusedMoe::uses_sliced_gemms(std::int64_t M) const {
   const MoeShape& s = impl_->shape;

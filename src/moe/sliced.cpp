@@ -13,7 +13,7 @@ namespace sp = sliced_plan;
 
 std::string sliced_unfit(const MoeShape& s) { return block_fp8_unfit(s, sp::shape_violation); }
 
-int sliced_stages(int smem_per_block) { return sp::stages_for(kSlicedStages, smem_per_block); }
+int sliced_stages(int smem_per_block, int want) { return sp::stages_for(want, smem_per_block); }
 
 bool sliced_applies(const MoeShape& s, std::int64_t M, const std::string& arch, int block_size_m,
                     int stages) {

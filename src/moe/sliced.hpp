@@ -27,9 +27,9 @@ inline constexpr int kSlicedStages = 4;
 // not.
 std::string sliced_unfit(const MoeShape& shape);
 
-// Ring slots for `smem_per_block` bytes of shared memory per block (opt-in): kSlicedStages, or
-// the most below it that fit (at least 2); 0 when none fit.
-int sliced_stages(int smem_per_block);
+// Ring slots for `smem_per_block` bytes of shared memory per block (opt-in): `want` (by default
+// kSlicedStages), or the most below it that fit (at least 2); 0 when none fit.
+int sliced_stages(int smem_per_block, int want = kSlicedStages);
 
 // Whether a layer call of M tokens can take the kernel on `arch`, the alignment padding to
 // `block_size_m` (the up config's BLOCK_SIZE_M: the kernel's m-blocks are 16 slots): the shape

@@ -182,6 +182,9 @@ class BadInput(CliTestCase):
                 (["tune", "--dry-run", "--out", os.path.join(afile, "sub")], ["out=", "not a folder"]),
                 (["tune", "--dry-run", "--out", ""], ["out=", "empty"]),
                 (["shapes", "extra"], ["argument=extra: not expected by 'moetune shapes'"]),
+                # refused before any GPU is looked for (exit 2, not 3)
+                (["bench", "--sliced-stages", "6"], ["sliced-stages=6", "2..5"]),
+                (["profile", "--sliced-stages", "x"], ["sliced-stages=x"]),
                 (["config", "validate", TABLE_18, "b"], ["argument=b: not expected"]),
                 # nothing can be made in /proc, even by root (whom access() lets through)
                 (["tune", "--dry-run", "--out", "/proc/moetune-out"], ["out=", "cannot write"]),

@@ -199,6 +199,38 @@ TEST(MoeSliced, DefaultOnTheH100AndH200WhereItsBlocksFillTheirWaves) {
   }
 }
 
+TEST(MoeSliced, RingSlotsFromTheOptions) {
+  // 4 by default; 2..5 asked for (--sliced-stages), fewer where the shared memory holds fewer;
+  // anything else refused naming sliced_stages; none where the kernel cannot run.
+  const GpuSpec& h200 = require_gpu("NVIDIA H200");
+  const MoeShape q = anchor(0, "fp8_block");
+  EXPECT_EQ(FusedMoe(q, h200).sliced_stages(), 4);
+  for (int want : {2, 3, 5}) {
+    FusedMoeOptions o;
+    o.sliced_stages = want;
+    EXPECT_EQ(FusedMoe(q, h200, {}, {}, o).sliced_stages(), want);
+  }
+  GpuSpec small = h200;  // room for three 36 KB slots and the rest, not five
+  small.smem_per_block_bytes = sliced_plan::smem_bytes(3);
+  FusedMoeOptions five;
+  five.sliced_stages = 5;
+  EXPECT_EQ(FusedMoe(q, small, {}, {}, five).sliced_stages(), 3);
+  for (int bad : {1, 6, -1}) {
+    FusedMoeOptions o;
+    o.sliced_stages = bad;
+    try {
+      FusedMoe m(q, h200, {}, {}, o);
+      ADD_FAILURE() << "sliced_stages " << bad << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.field(), "sliced_stages") << bad;
+    }
+  }
+  FusedMoeOptions off;
+  off.sliced_gemms = false;
+  EXPECT_EQ(FusedMoe(q, h200, {}, {}, off).sliced_stages(), 0);
+  EXPECT_EQ(FusedMoe(anchor(0, "bf16"), h200).sliced_stages(), 0);
+}
+
 TEST(MoeSliced, LayerKernelsNamesWhatForwardRuns) {
   // What bench and profile report per M: the decode kernels at M <= decode_max_tokens, the
   // sliced kernel at M = 6..8 and 14..20 by default on the H200 (a table whose up BLOCK_SIZE_M
