@@ -10,6 +10,12 @@
 #    H100 (there M = 14..24 won by 0.1..4.6%), M = 20 measured before (-3.2 / -3.4%). Prediction:
 #    the defaults -1..-3% at M = 14, 16, -4..-6% at 20; equal at 12 and 22 (stage path both
 #    sides). If M = 14 or 16 loses beyond the spread, the H200's band starts at 20 (1.94 waves).
+# 2b. the sliced kernel's ring depth on this GPU (--sliced-stages, default 4: measured on an H100
+#    only, where 3 and 5 lost by 1..2% at M = 8): 3 / 4 / 5 slots at M = 8, 16 on both fp8
+#    anchors, two interleaved runs. Prediction on an H200 (more bytes in flight per SM to reach
+#    its 4.8 TB/s): 5 slots -0..-2% at M = 8, within the spread at 16; on an H100 as before.
+#    If 5 wins beyond the spread on both anchors, make it the H200's depth (FusedMoe's
+#    constructor, moe::sliced_stages).
 # 3. the sliced row's error against fp64 (`check --verbose`, Qwen3.5 fp8 M = 6..8, seeds 1..6)
 #    next to the stage path's rows (--no-sliced), if time is left.
 # Env: CALL_S (the command's seconds, default 480; 300 drops most of 3).
@@ -36,6 +42,12 @@ OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=12,14,16,20,22 \
   SIDES="new!measured-ceilings new!no-sliced!measured-ceilings" \
   timeout -k 5 "$(cap 150)" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
 echo "stage_ab: exit $?"; grep -vE "exit 0 in" "$OUT/ab_console.txt" | grep -E "^(===|[0-9])"
+mkdir -p "$OUT/ring"
+OUT=$OUT/ring TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=8,16 \
+  BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
+  SIDES="new!measured-ceilings!sliced-stages=3 new!measured-ceilings new!measured-ceilings!sliced-stages=5" \
+  timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/ring_console.txt" 2>&1
+echo "ring A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ring_console.txt" | grep -E "^(===|[0-9])"
 for seed in 1 2 3 4 5 6; do
   for side in "" --no-sliced; do
     [ "$(left)" -lt 12 ] && break 2
