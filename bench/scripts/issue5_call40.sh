@@ -48,6 +48,12 @@ OUT=$OUT/ring TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=8,16 \
   SIDES="new!measured-ceilings!sliced-stages=3 new!measured-ceilings new!measured-ceilings!sliced-stages=5" \
   timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/ring_console.txt" 2>&1
 echo "ring A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ring_console.txt" | grep -E "^(===|[0-9])"
+for st in 3 5; do  # the other depths against fp64 (the default's is checked in part 1's bars)
+  [ "$(left)" -lt 20 ] && break
+  timeout "$(cap 25)" .devbin/moetune check --model qwen3.5-122b-a10b-fp8 --tp 4 --batch 8,16 \
+    --configs 1 --sliced-stages $st >"$OUT/check_s$st.txt" 2>&1
+  echo "check --sliced-stages $st rc=$?: $(tail -n 1 "$OUT/check_s$st.txt")"
+done
 for seed in 1 2 3 4 5 6; do
   for side in "" --no-sliced; do
     [ "$(left)" -lt 12 ] && break 2

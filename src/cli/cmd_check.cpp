@@ -22,6 +22,7 @@ struct CheckCliOptions {
   const CLI::Option* seed_opt = nullptr;
   bool layer_only = false, verbose = false, deterministic = false, align_in_gemm1 = false,
        no_align_in_gemm1 = false, sliced = false, no_sliced = false;
+  std::string sliced_stages;
 };
 
 std::vector<std::string> split_list(const std::string& field, const std::string& text) {
@@ -71,6 +72,7 @@ int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
   opts.topk_sum_in_gemm2 = !o.deterministic;
   if (o.align_in_gemm1 || o.no_align_in_gemm1) opts.alignment_in_gemm1 = o.align_in_gemm1;
   if (o.sliced || o.no_sliced) opts.sliced_gemms = o.sliced;
+  if (!o.sliced_stages.empty()) opts.sliced_stages = parse_sliced_stages(o.sliced_stages);
 
   const bool own_model = g.given("model") || g.given("experts") || g.given("topk") ||
                          g.given("intermediate") || g.given("hidden");
@@ -168,6 +170,9 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
       "default: the GPU's rule, on the H100 SXM and H200 where it was measured to win)");
   sub->add_flag("--no-sliced", o->no_sliced, "check layers without the sliced kernel")
       ->excludes(sliced);
+  sub->add_option("--sliced-stages", o->sliced_stages,
+                  "the sliced kernel's ring slots of 36 KB, 2..5, where it runs (default: 4)")
+      ->type_name("N");
   sliced->excludes(deterministic);  // the sliced kernel's adds land in any order
   return {{sub, [&g, o] { return run_check_command(g, *o); }}};
 }

@@ -98,11 +98,7 @@ FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
   f.decode_kernels = !o.no_decode_kernels;
   f.persistent_gemms = o.persistent;
   if (o.sliced || o.no_sliced) f.sliced_gemms = o.sliced;
-  if (!o.sliced_stages.empty()) {
-    f.sliced_stages = parse_positive_int("sliced-stages", o.sliced_stages);
-    if (f.sliced_stages < 2 || f.sliced_stages > 5)
-      throw InputError("sliced-stages", o.sliced_stages, "the sliced kernel's ring slots: 2..5");
-  }
+  if (!o.sliced_stages.empty()) f.sliced_stages = parse_sliced_stages(o.sliced_stages);
   f.topk_sum_in_gemm2 = !o.deterministic;
   if (o.align_in_gemm1 || o.no_align_in_gemm1) f.alignment_in_gemm1 = o.align_in_gemm1;
   return f;

@@ -65,6 +65,13 @@ int parse_positive_int(const std::string& field, const std::string& text) {
   return v;
 }
 
+int parse_sliced_stages(const std::string& text) {
+  const int v = parse_positive_int("sliced-stages", text);
+  if (v < 2 || v > 5)
+    throw InputError("sliced-stages", text, "the sliced kernel's ring slots: 2..5");
+  return v;
+}
+
 std::string parse_dtype_option(const std::string& text) {
   // Case-insensitive like the dtype names themselves (and the model loader's "auto").
   std::string lower = text;

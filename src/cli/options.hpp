@@ -45,6 +45,8 @@ void add_global_options(CLI::App& app, GlobalOptions& g);
 
 // A positive decimal integer, whole text; else InputError(field, text, ...).
 int parse_positive_int(const std::string& field, const std::string& text);
+// `--sliced-stages` (bench, profile, check): the sliced kernel's ring slots, 2..5.
+int parse_sliced_stages(const std::string& text);
 // Every command's --batch: tune::parse_batch_list (moetune/tuner.hpp).
 // "--dtype" value: auto or a dtype spelling, in any case; returns the canonical spelling
 // ("auto", "bf16", "fp16", "fp8_w8a8").

@@ -185,6 +185,7 @@ class BadInput(CliTestCase):
                 # refused before any GPU is looked for (exit 2, not 3)
                 (["bench", "--sliced-stages", "6"], ["sliced-stages=6", "2..5"]),
                 (["profile", "--sliced-stages", "x"], ["sliced-stages=x"]),
+                (["check", "--sliced-stages", "1"], ["sliced-stages=1", "2..5"]),
                 (["config", "validate", TABLE_18, "b"], ["argument=b: not expected"]),
                 # nothing can be made in /proc, even by root (whom access() lets through)
                 (["tune", "--dry-run", "--out", "/proc/moetune-out"], ["out=", "cannot write"]),
