@@ -11,6 +11,7 @@
 #include "cuda/driver.hpp"
 #include "moetune/dtype.hpp"
 #include "moetune/error.hpp"
+#include "moe/sliced.hpp"
 #include "moe/stages.hpp"
 #include "moetune/tuner.hpp"
 
@@ -67,8 +68,8 @@ int parse_positive_int(const std::string& field, const std::string& text) {
 
 int parse_sliced_stages(const std::string& text) {
   const int v = parse_positive_int("sliced-stages", text);
-  if (v < 2 || v > 5)
-    throw InputError("sliced-stages", text, "the sliced kernel's ring slots: 2..5");
+  if (const std::string why = moe::sliced_stages_violation(v); !why.empty())
+    throw InputError("sliced-stages", text, why);
   return v;
 }
 

@@ -256,9 +256,10 @@ void FusedMoe::check(const MoeShape& shape, const GpuSpec& gpu, const ConfigTabl
                      fmt::format("needs sm_89 or newer; {} is sm_{}", gpu.name,
                                  gpu.compute_capability()));
   if (up.empty()) throw InputError("config", "{}", "the up table is empty");
-  if (opts.sliced_stages != 0 && (opts.sliced_stages < 2 || opts.sliced_stages > 5))
-    throw InputError("sliced_stages", std::to_string(opts.sliced_stages),
-                     "the sliced kernel's ring slots: 2..5 (0: moetune's 4)");
+  if (opts.sliced_stages != 0) {
+    if (const std::string why = moe::sliced_stages_violation(opts.sliced_stages); !why.empty())
+      throw InputError("sliced_stages", std::to_string(opts.sliced_stages), why + " (0: 4)");
+  }
   if (opts.sliced_gemms == true && !opts.topk_sum_in_gemm2)
     throw InputError("sliced_gemms", "true",
                      "the sliced kernel adds into out in any order; topk_sum_in_gemm2 false "

@@ -15,6 +15,11 @@ std::string sliced_unfit(const MoeShape& s) { return block_fp8_unfit(s, sp::shap
 
 int sliced_stages(int smem_per_block, int want) { return sp::stages_for(want, smem_per_block); }
 
+std::string sliced_stages_violation(int stages) {
+  if (stages >= sp::kMinStages && stages <= sp::kMaxStages) return "";
+  return fmt::format("the sliced kernel's ring slots: {}..{}", sp::kMinStages, sp::kMaxStages);
+}
+
 bool sliced_applies(const MoeShape& s, std::int64_t M, const std::string& arch, int block_size_m,
                     int stages) {
   return M >= 1 && M <= kSlicedMaxTokens && arch == "sm_90a" && block_size_m == sp::kBlockM &&
@@ -38,8 +43,8 @@ int sliced_counter_ints() { return sp::kCounterInts; }
 
 void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const SlicedArgs& a,
                    CUstream stream, bool pdl) {
-  if (stages < sp::kMinStages || stages > sp::kMaxStages)
-    throw InputError("stages", std::to_string(stages), "must be in 2..5");
+  if (const std::string why = sliced_stages_violation(stages); !why.empty())
+    throw InputError("stages", std::to_string(stages), why);
   if (a.out == nullptr) throw InputError("out", "null", "the sliced GEMM kernel adds into it");
   if (a.counters == nullptr && !a.out_zeroed)
     throw InputError("counters", "null", "the kernel's tickets (unless out_zeroed)");
