@@ -1,0 +1,52 @@
+#!/bin/bash
+# Issue 5's call of the forty-first session. Carry .devbin: `moetune` and gpu_test_moe_sliced
+# built (pdl_build_devbin.sh) with the sliced kernel routing the tokens itself (ROUTE: each block
+# picks the experts from the router logits before its PDL wait, so its first ring units' weights
+# stream while the routing launch runs; `--no-sliced-route` is the previous behaviour).
+# 1. gpu_test_moe_sliced (the kernel against the stage path; the default now routes, and its
+#    precomputed-ids case reads topk_ids: the two within run-to-run) and `check` on the defaults
+#    at M = 6..8, 14, 16, 20 on both fp8 anchors.
+# 2. Layer A/B, defaults against --no-sliced-route at M = 6, 8, 16, 20 on both fp8 anchors, two
+#    interleaved runs. Prediction: -0.8..-1.5 µs wherever the sliced kernel runs (H100: M = 6..8,
+#    14..24; H200: 6..8, 14..20): about -2..-3% at Qwen3.5 M = 8, -1..-2% at M = 16 / 20 and on
+#    DeepSeek-V3 M = 8.
+# 3. On an H200: issue 5's bars (final_bars.sh) at the defaults. On an H100: the ring depth
+#    (--sliced-stages 3 / 4 / 5) at M = 8, 16, one run a side.
+# Env: CALL_S (the command's seconds, default 450).
+set -u
+left() { local l=$((${CALL_S:-450} - 15 - SECONDS)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
+cap() { local l; l=$(left); [ "$l" -gt "$1" ] && l=$1; echo "$l"; }  # left, at most $1
+FINAL=$OUT; OUT=$FINAL/w; mkdir -p "$OUT"; export OUT
+export MOETUNE_CACHE_DIR=/tmp/moetune-cache
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+nvidia-smi --query-gpu=name,uuid,clocks.max.sm --format=csv,noheader
+cat .devbin/commit.txt
+timeout "$(cap 90)" .devbin/gpu_test_moe_sliced --gtest_color=no >"$OUT/gpu_test_moe_sliced.txt" 2>&1
+echo "gpu_test_moe_sliced rc=$?"; grep -E "^(ok|FAIL) |^\[  (PASSED|FAILED)" "$OUT/gpu_test_moe_sliced.txt"
+for m in "qwen3.5-122b-a10b-fp8 --tp 4" "deepseek-v3 --tp 8"; do
+  # shellcheck disable=SC2086
+  timeout "$(cap 60)" .devbin/moetune check --model $m --batch 6,7,8,14,16,20 --configs 1 \
+    >"$OUT/check_${m%% *}.txt" 2>&1
+  echo "check $m rc=$?: ok $(grep -c '^ok' "$OUT/check_${m%% *}.txt"); $(tail -n 1 "$OUT/check_${m%% *}.txt")"
+done
+mkdir -p "$OUT/ab"
+OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=6,8,16,20 \
+  BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
+  SIDES="new!measured-ceilings new!measured-ceilings!no-sliced-route" \
+  timeout -k 5 "$(cap 150)" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
+echo "route A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ab_console.txt" | grep -E "^(===|[0-9])"
+if echo "$gpu" | grep -q H200; then
+  mkdir -p "$OUT/bars"
+  OUT=$OUT/bars BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=30 \
+    timeout -k 5 "$(cap 220)" bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
+  echo "final_bars: exit $?"
+  grep -E "^ +(1|8|16|32|64|128|256) |rc=" "$OUT/bars_console.txt"
+else
+  mkdir -p "$OUT/ring"
+  OUT=$OUT/ring TESTS=none CHECK_BATCH=none RUNS=1 BENCH_BATCH=8,16 \
+    BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
+    SIDES="new!measured-ceilings!sliced-stages=3 new!measured-ceilings new!measured-ceilings!sliced-stages=5" \
+    timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/ring_console.txt" 2>&1
+  echo "ring A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ring_console.txt" | grep -E "^(===|[0-9])"
+fi
+tar czf "$FINAL/call.tgz" -C "$FINAL" w && rm -rf "$FINAL/w"
