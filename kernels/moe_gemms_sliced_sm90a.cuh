@@ -32,14 +32,6 @@
 // - ALIGN_E > 0: the block derives its m-block's expert and slots from topk_ids itself
 //   (common/inline_align.cuh, as the stage GEMM1 can), so no alignment launch runs; the
 //   routing launch then zeroes the counters. ALIGN_E = 0 reads the alignment's tables.
-// - ROUTE (with ALIGN_E > 0 and out_zeroed): the block routes every token itself from
-//   router_logits (routing.cuh's route_token, the ids alone: the same picks as the routing
-//   launch's) before its PDL wait, so its first ring units' weights are on their way while the
-//   routing launch (still needed: it quantizes the tokens, zeroes out and writes topk_weights)
-//   runs and drains. Those first units' token rows and scales need that launch's output: the
-//   consumers copy them in after their wait; the producer waits before its first token copy.
-//   The logits may be read before the wait: the routing launch lets this kernel start only
-//   after its own wait, so the kernel that wrote them has completed (common/pdl.cuh).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -52,7 +44,6 @@
 #include "common/red.cuh"
 #include "common/sliced_plan.cuh"
 #include "common/wgmma.cuh"
-#include "routing.cuh"
 
 namespace moetune {
 namespace sliced_detail {
@@ -69,10 +60,7 @@ template <int N,              // per-rank expert intermediate size
           int TOPK,           // experts per token
           int SCALE_BLOCK_N,  // block_n of the weight scales (block_k is 128)
           int NUM_STAGES,     // ring slots
-          int ALIGN_E,        // 0: the alignment's tables; else the local experts (derived here)
-          bool ROUTE = false,  // route from router_logits here (ALIGN_E > 0, out_zeroed only)
-          int E_GLOBAL = 1, int SCORING = 0, int N_GROUP = 1, int TOPK_GROUP = 1,
-          bool HAS_BIAS = false, bool RENORMALIZE = false>  // the routing's (routing.cuh)
+          int ALIGN_E>        // 0: the alignment's tables; else the local experts (derived here)
 __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     moe_gemms_sliced(const unsigned char* __restrict__ a_q,     // [M, K] e4m3
                      const float* __restrict__ a_scale,         // [M, K/128]
@@ -88,9 +76,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                      int* __restrict__ counters,  // kCounterInts, 0 on entry (unused: out_zeroed)
                      const int* __restrict__ topk_ids,  // [M*topk] global ids (ALIGN_E > 0)
                      int expert_start,                  // the rank's first expert (ALIGN_E > 0)
-                     int out_zeroed,  // 1: out is zero on entry and counters go unused
-                     const float* __restrict__ router_logits,     // [M, E_GLOBAL] (ROUTE)
-                     const float* __restrict__ correction_bias) {  // [E_GLOBAL] (HAS_BIAS)
+                     int out_zeroed) {  // 1: out is zero on entry and counters go unused
   using namespace sliced_plan;
   using sliced_detail::consumer_sync;
   constexpr int NS = slices(N);
@@ -108,19 +94,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   static_assert(kUpDepth == 2 && 2 * KH == KU1, "GEMM1 units: 128 rows x 256 deep, two halves");
   static_assert(ALIGN_E == 0 || tile_math::inline_align_scratch_bytes(ALIGN_E) <= kStageBytes,
                 "the derivation's scratch lives in ring slot 0");
-  static_assert(!ROUTE || ALIGN_E > 0, "ROUTE derives the alignment from its own picks");
-  // ROUTE: the GEMM1 units whose token rows and scales the consumers copy (after their PDL
-  // wait) because the producer issued their weights before its own.
-  constexpr int kEarly = ROUTE ? (S < KU1 ? S : KU1) : 0;
-  // ROUTE's warps: all of them, or as many as have E_GLOBAL floats of route_token's scratch
-  // (grouped routing where a group is not whole lanes) in ring slot 1.
-  constexpr bool kRouteScratch =
-      N_GROUP > 1 && routing_detail::lanes_per_group(E_GLOBAL, N_GROUP) == 0;
-  constexpr int kRouteWarps =
-      !kRouteScratch ? kThreads / 32
-                     : (kStageBytes / (4 * E_GLOBAL) < kThreads / 32 ? kStageBytes / (4 * E_GLOBAL)
-                                                                      : kThreads / 32);
-  static_assert(!ROUTE || kRouteWarps >= 1, "route_token's scratch fits ring slot 1");
 
   extern __shared__ __align__(1024) unsigned char smem[];
   unsigned char* s_act = smem + S * kStageBytes;             // GEMM2's B tile [16][128] e4m3
@@ -142,37 +115,15 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   int* done = counters + 2;
 
   // PDL: the alignment tables, a_q and the counters' reset come from the kernels before, and
-  // the kernel before may still read out. ROUTE: each thread waits before its first such read
-  // (below); nothing before it reads what the routing launch writes, or writes global memory.
-  if constexpr (!ROUTE) pdl_wait();
+  // the kernel before may still read out.
+  pdl_wait();
   // The ticket's round trip overlaps the derivation below (its value is read after it).
   int my_ticket = 0;
   if (tid == 0 && !out_zeroed) my_ticket = atomicAdd(next_ticket, 1);
   const int b = blockIdx.x / NS, j = blockIdx.x % NS;
   const long long num_slots = M * TOPK;
   int total, e;
-  if constexpr (ROUTE) {
-    // Warp w routes tokens w, w + kRouteWarps, ...: each slot's local expert into ring slot 0
-    // (the derivation's scratch), as the routing launch picks them (ids only: no weights).
-    int* s_ids = reinterpret_cast<int*>(smem);
-    if (warp < kRouteWarps) {
-      float* s_choice =
-          kRouteScratch ? reinterpret_cast<float*>(smem + kStageBytes) + warp * E_GLOBAL : nullptr;
-      for (long long t = warp; t < M; t += kRouteWarps) {
-        int ids[TOPK];
-        float w[TOPK];
-        route_token<E_GLOBAL, TOPK, SCORING, N_GROUP, TOPK_GROUP, HAS_BIAS, RENORMALIZE, false>(
-            router_logits + t * E_GLOBAL, correction_bias, s_choice, 1.0f, ids, w);
-        if (lane == 0) {
-#pragma unroll
-          for (int k = 0; k < TOPK; ++k) s_ids[t * TOPK + k] = ids[k] - expert_start;
-        }
-        __syncwarp();  // s_choice is reused by the warp's next token
-      }
-    }
-    inline_align::derive_block_from_scratch<kBlockM, kThreads, ALIGN_E>(
-        static_cast<int>(num_slots), b, s_ids, s_slot, e, total);
-  } else if constexpr (ALIGN_E > 0) {
+  if constexpr (ALIGN_E > 0) {
     // Ring slot 0 is the scratch: the producer's first copy comes after the barrier below, and
     // every thread holds `e` and `total` in registers by then.
     inline_align::derive_block<kBlockM, kThreads, ALIGN_E>(
@@ -219,7 +170,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       reinterpret_cast<uint4*>(out)[v] = make_uint4(0, 0, 0, 0);
   };
   if (!works) {
-    if constexpr (ROUTE) pdl_wait();  // no block of this grid completes before the routing
     if (out_zeroed) return;
     if (zeroes) zero_out(kThreads);
     __syncthreads();
@@ -252,21 +202,18 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     for (int idx = 0; idx < KU1 + ND; ++idx) {
       const int st = idx % S;
       if (idx >= S) mbar::wait(empty_bar(st), static_cast<unsigned>((idx / S - 1) & 1));
-      if (ROUTE && idx == kEarly) pdl_wait();  // a_q and a_scale: the routing launch's
       const unsigned base = smem_base + st * kStageBytes;
       const unsigned sc_dst = ptx::smem_addr(s_sc + st * kSlotScales + ltid);
       if (idx < KU1) {
         const int h = idx / KH, k = idx % KH;
-        const bool tokens = idx >= kEarly;  // else the consumers copy the token rows and scales
         // The unit's scales ride with it: a_scale of token row ltid % 16 and K-subtile
         // ltid / 16, or (ltid - 32: warpgroup q / 2, subtile q % 2) its w13_scale.
         if (ltid < kUpWScale) {
           const int srow = s_slot[ltid % kBlockM];
-          if (tokens)
-            ptx::cp_async_4(sc_dst,
-                            srow >= 0 ? a_scale + (long long)(srow / TOPK) * KB + 2 * k + ltid / 16
-                                      : a_scale,
-                            srow >= 0 ? 4 : 0);
+          ptx::cp_async_4(sc_dst,
+                          srow >= 0 ? a_scale + (long long)(srow / TOPK) * KB + 2 * k + ltid / 16
+                                    : a_scale,
+                          srow >= 0 ? 4 : 0);
         } else if (ltid < kUpWScale + 2 * kUpDepth) {
           const int q = ltid - kUpWScale;
           const int row = h * N + j * kUnitK + (q / 2) * 64;
@@ -277,7 +224,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
 #pragma unroll
         for (int a = 0; a < 2; ++a) {
           const int slot = aslot[a];
-          if (!tokens) break;
           ptx::cp_async_16(base + asw + a * 8 * kUnitK,
                            slot >= 0 ? a_q + (long long)(slot / TOPK) * K + 2 * k * kUnitK + uc * 16
                                      : a_q,
@@ -315,32 +261,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       __threadfence();
       atomicAdd(zeroed, 1);
     }
-  }
-  if constexpr (ROUTE) {
-    // The first kEarly units' token rows (two 128-deep K-subtiles, the swizzle the producer's
-    // copies write; zeros for padding slots) and a_scale, once the routing launch wrote them.
-    // L2 loads: this grid started before they were written.
-    pdl_wait();
-    for (int i = tid; i < kEarly * kUpDepth * kBlockM * 8; i += kConsumerThreads) {
-      const int c = i % 8, r = (i / 8) % kBlockM, sub = (i / (8 * kBlockM)) % kUpDepth;
-      const int idx = i / (8 * kBlockM * kUpDepth), k = idx % KH;
-      const int slot = s_slot[r];
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (slot >= 0)
-        v = __ldcg(reinterpret_cast<const uint4*>(a_q + (long long)(slot / TOPK) * K +
-                                                  (kUpDepth * k + sub) * kUnitK + c * 16));
-      *reinterpret_cast<uint4*>(smem + idx * kStageBytes + sub * kActTileBytes + r * kUnitK +
-                                ((c ^ (r & 7)) * 16)) = v;
-    }
-    for (int i = tid; i < kEarly * kUpWScale; i += kConsumerThreads) {
-      const int q = i % kUpWScale, idx = i / kUpWScale, k = idx % KH;
-      const int slot = s_slot[q % kBlockM];
-      s_sc[idx * kSlotScales + q] =
-          slot >= 0 ? __ldcg(a_scale + (long long)(slot / TOPK) * KB + kUpDepth * k + q / kBlockM)
-                    : 0.f;
-    }
-    wgmma::fence_proxy_async();  // our generic-proxy writes of the token rows -> the wgmma reads
-    consumer_sync();
   }
   const int wg = warp / 4;
   const int lane_row = (warp & 3) * 16 + (lane >> 2);   // row within an m64 slice (+8: h = 1)

@@ -110,13 +110,6 @@ struct FusedMoeOptions {
   // (moe::kSlicedStages, measured on an H100 SXM), else 2..5 (fewer where the GPU's shared memory
   // per block holds fewer), for A/Bs on other GPUs. Else an InputError naming sliced_stages.
   int sliced_stages = 0;
-  // The sliced kernel routes the tokens itself where it runs after a routing launch that zeroes
-  // out (FusedMoe::sliced_routes): each block picks every token's experts from the router
-  // logits before its PDL wait, so its first weight copies overlap the routing launch instead
-  // of waiting for it to finish; the routing launch still quantizes the tokens, zeroes out and
-  // writes topk_ids / topk_weights (the same picks: the same routing code on the same logits).
-  // false: the kernel reads topk_ids after its wait (`--no-sliced-route`, for A/Bs).
-  bool sliced_routes = true;
   // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+): GEMM1's blocks zero
   // `out`, GEMM2 adds each slot's row (times its routed weight, rounded to the output dtype) into
   // its token's row of out with bf16/fp16 atomics (red.global.add), and MoeStage::reduce

@@ -19,13 +19,10 @@
 
 namespace moetune::inline_align {
 
-// derive_block after its load: scratch's first num_slots ints already hold each slot's local
-// expert, written by this block's threads before the call (the first __syncthreads below
-// publishes them). For a kernel that routes the tokens itself (moe_gemms_sliced's ROUTE).
 template <int BLOCK_SIZE_M, int THREADS, int ALIGN_E>
-__device__ __forceinline__ void derive_block_from_scratch(int num_slots, int pid_m, int* scratch,
-                                                          int* s_slot, int& expert,
-                                                          int& total_padded) {
+__device__ __forceinline__ void derive_block(const int* __restrict__ topk_ids, int num_slots,
+                                             int expert_start, int pid_m, int* scratch,
+                                             int* s_slot, int& expert, int& total_padded) {
   static_assert(ALIGN_E > 0 && ALIGN_E <= tile_math::kInlineAlignMaxE, "ALIGN_E out of range");
   static_assert(THREADS % 32 == 0, "THREADS must be whole warps");
   int* s_ids = scratch;                                       // local expert of each slot
@@ -34,6 +31,7 @@ __device__ __forceinline__ void derive_block_from_scratch(int num_slots, int pid
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   if (num_slots > tile_math::kInlineAlignMaxSlots) __trap();  // the host refuses it (src/gemm)
 
+  for (int i = tid; i < num_slots; i += THREADS) s_ids[i] = __ldg(topk_ids + i) - expert_start;
   for (int e = tid; e < ALIGN_E; e += THREADS) s_count[e] = 0;
   for (int r = tid; r < BLOCK_SIZE_M; r += THREADS) s_slot[r] = -1;
   if (tid == 0) s_res[0] = -1;
@@ -96,17 +94,6 @@ __device__ __forceinline__ void derive_block_from_scratch(int num_slots, int pid
   __syncthreads();
   expert = s_res[0];
   total_padded = s_res[2] * BLOCK_SIZE_M;
-}
-
-template <int BLOCK_SIZE_M, int THREADS, int ALIGN_E>
-__device__ __forceinline__ void derive_block(const int* __restrict__ topk_ids, int num_slots,
-                                             int expert_start, int pid_m, int* scratch,
-                                             int* s_slot, int& expert, int& total_padded) {
-  if (num_slots > tile_math::kInlineAlignMaxSlots) __trap();  // the host refuses it (src/gemm)
-  for (int i = static_cast<int>(threadIdx.x); i < num_slots; i += THREADS)
-    scratch[i] = __ldg(topk_ids + i) - expert_start;
-  derive_block_from_scratch<BLOCK_SIZE_M, THREADS, ALIGN_E>(num_slots, pid_m, scratch, s_slot,
-                                                             expert, total_padded);
 }
 
 }  // namespace moetune::inline_align

@@ -59,8 +59,6 @@ struct CheckOptions {
   std::optional<bool> sliced_gemms;
   // FusedMoeOptions::sliced_stages of every layer checked (`check --sliced-stages`; 0: 4).
   int sliced_stages = 0;
-  // FusedMoeOptions::sliced_routes of every layer checked (`check --no-sliced-route`: false).
-  bool sliced_routes = true;
 };
 
 struct CheckResult {

@@ -480,12 +480,6 @@ void FusedMoe::prepare(std::int64_t max_M) {
       if (!uses_sliced_gemms(M)) continue;
       cuda::KernelSpec spec = moe::sliced_spec(s, arch, impl_->sliced_stages, gemm1_aligns(M));
       if (names.insert(spec.name).second) specs.push_back(std::move(spec));
-      // The instance that routes (after a routing launch that zeroes out; the one above runs
-      // where out overlaps the routing's inputs, or from precomputed ids).
-      if (!impl_->opts.sliced_routes || !gemm1_aligns(M) || routing_fuses_align(s, M, true))
-        continue;
-      spec = moe::sliced_spec(s, arch, impl_->sliced_stages, true, true);
-      if (names.insert(spec.name).second) specs.push_back(std::move(spec));
     }
   }
 
@@ -692,10 +686,6 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
           a.expert_start = rank * s.E;
         }
         a.out_zeroed = routing_zeroes_out;
-        if (routing_zeroes_out && impl_->opts.sliced_routes) {  // it picks the experts itself
-          a.router_logits = in.router_logits;
-          a.correction_bias = w.correction_bias;
-        }
         moe::launch_sliced(s, arch, impl_->sliced_stages, a, stream, pdl);
         return;
       }

@@ -6,7 +6,6 @@
 #include "kernels/common/sliced_plan.cuh"
 #include "kernels/common/tile_math.cuh"
 #include "moe/block_fp8_spec.hpp"
-#include "moe/stages.hpp"
 #include "moetune/error.hpp"
 
 namespace moetune::moe {
@@ -33,25 +32,11 @@ bool sliced_derives_alignment(const MoeShape& s, std::int64_t M) {
 }
 
 cuda::KernelSpec sliced_spec(const MoeShape& s, const std::string& arch, int stages,
-                             bool derive_alignment, bool route) {
-  if (route && !derive_alignment)
-    throw InputError("route", "true", "the sliced kernel routes only where it derives the alignment");
-  std::vector<std::pair<std::string, std::string>> extra = {
-      {"ALIGN_E", std::to_string(derive_alignment ? s.E : 0)}};
-  std::string suffix = derive_alignment ? fmt::format("_ia{}", s.E) : std::string();
-  if (route) {
-    // The routing's own parameters, in routing_spec's order and names (not its launch shape,
-    // quantization or TOPK): the same picks as the routing launch.
-    const cuda::KernelSpec r = routing_spec(s, arch, false);
-    extra.emplace_back("ROUTE", "true");
-    for (const auto& a : r.template_args)
-      if (a.first != "WARPS" && a.first != "ACT" && a.first != "QUANT_GROUP" && a.first != "TOPK")
-        extra.push_back(a);
-    suffix += "_route_" + r.name.substr(std::string("moe_routing_").size());
-  }
+                             bool derive_alignment) {
   return block_fp8_spec(s, sp::shape_violation, arch, "moe_gemms_sliced_sm90a.cuh",
-                        "moetune::moe_gemms_sliced", "moe_gemms_sliced", stages, std::move(extra),
-                        suffix);
+                        "moetune::moe_gemms_sliced", "moe_gemms_sliced", stages,
+                        {{"ALIGN_E", std::to_string(derive_alignment ? s.E : 0)}},
+                        derive_alignment ? fmt::format("_ia{}", s.E) : std::string());
 }
 
 int sliced_counter_ints() { return sp::kCounterInts; }
@@ -69,13 +54,6 @@ void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const
   if (a.max_m_blocks < 1 || blocks > 0x7fffffff)
     throw InputError("max_m_blocks", std::to_string(a.max_m_blocks), "out of range");
   const bool derive = a.topk_ids != nullptr;
-  const bool route = a.router_logits != nullptr;
-  if (route && (!derive || !a.out_zeroed))
-    throw InputError("router_logits", fmt::format("{}", static_cast<const void*>(a.router_logits)),
-                     "the sliced kernel routes only with topk_ids (it derives the alignment) and "
-                     "out_zeroed (it takes no ticket)");
-  if (route && s.routing.correction_bias && a.correction_bias == nullptr)
-    throw InputError("correction_bias", "null", "the routing adds it to the scores");
   if (derive && !sliced_derives_alignment(s, a.M))
     throw InputError("M", std::to_string(a.M),
                      fmt::format("the sliced kernel derives the alignment for M * topk <= {} and "
@@ -100,16 +78,13 @@ void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const
   const std::int32_t* topk_ids = a.topk_ids;
   int expert_start = a.expert_start;
   int out_zeroed = a.out_zeroed ? 1 : 0;
-  const float* router_logits = a.router_logits;
-  const float* correction_bias = a.correction_bias;
-  void* args[] = {&a_q,          &a_scale, &w13,       &w13_scale, &w2, &w2_scale,
-                  &out,          &topk_weights, &sorted, &expert_ids, &ntpp, &M,
-                  &counters,     &topk_ids, &expert_start, &out_zeroed, &router_logits,
-                  &correction_bias};
+  void* args[] = {&a_q,  &a_scale,      &w13,    &w13_scale,  &w2,   &w2_scale, &out,
+                  &topk_weights, &sorted, &expert_ids, &ntpp, &M,   &counters, &topk_ids,
+                  &expert_start, &out_zeroed};
   cuda::LaunchOptions lo;
   lo.pdl = pdl;
   cuda::Jit::instance()
-      .get(sliced_spec(s, arch, stages, derive, route))
+      .get(sliced_spec(s, arch, stages, derive))
       ->launch(cuda::Dim3{static_cast<unsigned>(blocks), 1, 1},
                cuda::Dim3{static_cast<unsigned>(sp::kThreads), 1, 1},
                static_cast<std::size_t>(sp::smem_bytes(stages)), stream, args, lo);

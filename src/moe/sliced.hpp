@@ -45,11 +45,9 @@ bool sliced_applies(const MoeShape& shape, std::int64_t M, const std::string& ar
 bool sliced_derives_alignment(const MoeShape& shape, std::int64_t M);
 
 // derive_alignment: the instance that derives its m-block's expert and slots from topk_ids
-// (SlicedArgs::topk_ids set) instead of reading the alignment's tables. route (with
-// derive_alignment): the instance that routes the tokens itself from the router logits
-// (SlicedArgs::router_logits set), shape.routing's parameters as routing_spec's.
+// (SlicedArgs::topk_ids set) instead of reading the alignment's tables.
 cuda::KernelSpec sliced_spec(const MoeShape& shape, const std::string& arch, int stages,
-                             bool derive_alignment = false, bool route = false);
+                             bool derive_alignment = false);
 
 // int32 counters the kernel needs in the workspace without SlicedArgs::out_zeroed (zero before
 // the first launch; the kernel leaves them zero, and FusedMoe's routing or alignment launch
@@ -82,13 +80,6 @@ struct SlicedArgs {
   // Unset: its first blocks zero out and the counters must be zero on entry (the kernel leaves
   // them zero).
   bool out_zeroed = false;
-  // Set (with topk_ids and out_zeroed): each block routes the tokens itself from these [M,
-  // E_global] fp32 logits before its PDL wait, so its first weight copies overlap the routing
-  // launch before it (which still quantizes the tokens, zeroes out and writes topk_weights:
-  // topk_ids must hold the same picks, those of routing_spec's kernel on the same logits).
-  // correction_bias [E_global] fp32 where shape.routing has one.
-  const float* router_logits = nullptr;
-  const float* correction_bias = nullptr;
 };
 // One launch of max_m_blocks x N/128 blocks, a programmatic dependent launch when pdl. Throws
 // InputError on a shape it cannot run or a missing pointer.

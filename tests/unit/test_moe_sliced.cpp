@@ -381,26 +381,6 @@ TEST(MoeSliced, DerivingInstanceIsItsOwnKernel) {
   EXPECT_EQ(sliced_spec(q, "sm_90a", 4).template_args.back().second, "0");
 }
 
-// The routing instance takes the routing's own parameters (routing_spec's, the same picks as
-// the routing launch), after ROUTE; only where it derives the alignment.
-TEST(MoeSliced, RoutingInstanceTakesTheRoutingsParameters) {
-  const MoeShape q = anchor(0, "fp8_block");  // Qwen3.5: softmax over 256, renormalized
-  const cuda::KernelSpec r = sliced_spec(q, "sm_90a", 4, true, true);
-  EXPECT_EQ(r.name, "moe_gemms_sliced_fp8b128x128_k3072_n256_top8_s4_ia256_route_softmax_e256_"
-                    "top8_g1of1_renorm");
-  const std::vector<std::pair<std::string, std::string>> tail(r.template_args.end() - 8,
-                                                              r.template_args.end());
-  const std::vector<std::pair<std::string, std::string>> want = {
-      {"ROUTE", "true"},   {"E_GLOBAL", "256"}, {"SCORING", "0"},  {"N_GROUP", "1"},
-      {"TOPK_GROUP", "1"}, {"HAS_BIAS", "false"}, {"RENORMALIZE", "true"}};
-  using Args = std::vector<std::pair<std::string, std::string>>;
-  EXPECT_EQ(Args(tail.begin() + 1, tail.end()), want);
-  EXPECT_EQ(tail.front(), (std::pair<std::string, std::string>{"ALIGN_E", "256"}));
-  const cuda::KernelSpec d = sliced_spec(anchor(1, "fp8_block"), "sm_90a", 4, true, true);
-  EXPECT_NE(d.name.find("_route_sigmoid_e256_top8_g4of8_bias"), std::string::npos) << d.name;
-  EXPECT_THROW(sliced_spec(q, "sm_90a", 4, false, true), InputError);
-}
-
 class SlicedNvrtc : public test_support::NvrtcTest {};
 
 // 384 threads at one block per SM (the kernel's __launch_bounds__(384, 1)): no spills on either
@@ -409,10 +389,9 @@ TEST_F(SlicedNvrtc, CompilesWithoutSpillsOnTheAnchors) {
   test_support::ScratchJit jit("sliced-nvrtc");
   for (int i : {0, 1})
     for (int stages : {2, kSlicedStages})
-      for (int variant : {0, 1, 2})  // the tables, deriving them, routing too
+      for (bool derive : {false, true})
         test_support::expect_compiles_without_spills(
-            jit, sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, variant > 0, variant > 1),
-            168);
+            jit, sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, derive), 168);
 }
 
 }  // namespace
