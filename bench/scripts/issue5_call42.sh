@@ -1,0 +1,44 @@
+#!/bin/bash
+# Issue 5's second call of the forty-first session. Carry .devbin: `moetune` built at main
+# (96ffd84: 2137ce0's kernels and defaults; the ROUTE instance reverted).
+# On an H200:
+#   1. issue 5's bars at the defaults (final_bars.sh). Prediction: Qwen3.5 fp8 M = 8 about
+#      38.5 µs (83% of floor_measured), M = 16 about 68.8 µs (83%, the sliced kernel now), the
+#      rest as the thirty-fifth session's (19 of 21 then).
+#   2. the ring depth, --sliced-stages 3 / 4 / 5 at M = 8, 16 on both fp8 anchors, two
+#      interleaved runs (H100 in the thirty-third session: 3 and 5 lost by 1..2% at M = 8).
+#      Prediction: 5 slots -0..-2% at M = 8 (more bytes in flight for 4.8 TB/s).
+#   3. the defaults against --no-sliced at M = 14, 16, 20 (the H200's second-wave band,
+#      predicted from the H100): the defaults -1..-3% at 14 / 16, -4..-6% at 20.
+# On an H100: 2 and 3 only, at M = 6, 8, 16, 20 (2) and 14, 16, 20 (3), two runs (call 1 of this
+# session had 3 slots -1.0% at M = 8 on both anchors in one run, with the ROUTE instance).
+# Env: CALL_S (the command's seconds, default 300).
+set -u
+left() { local l=$((${CALL_S:-300} - 15 - SECONDS)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
+cap() { local l; l=$(left); [ "$l" -gt "$1" ] && l=$1; echo "$l"; }  # left, at most $1
+FINAL=$OUT; OUT=$FINAL/w; mkdir -p "$OUT"; export OUT
+export MOETUNE_CACHE_DIR=/tmp/moetune-cache
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+nvidia-smi --query-gpu=name,uuid,clocks.max.sm --format=csv,noheader
+cat .devbin/commit.txt
+models="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
+ring_batch=6,8,16,20
+if echo "$gpu" | grep -q H200; then
+  ring_batch=8,16
+  mkdir -p "$OUT/bars"
+  OUT=$OUT/bars BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=30 \
+    timeout -k 5 "$(cap 200)" bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
+  echo "final_bars: exit $?"
+  grep -E "^ +(1|8|16|32|64|128|256) |rc=" "$OUT/bars_console.txt"
+fi
+mkdir -p "$OUT/ring"
+OUT=$OUT/ring TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=$ring_batch BENCH_MODELS="$models" \
+  SIDES="new!measured-ceilings!sliced-stages=3 new!measured-ceilings new!measured-ceilings!sliced-stages=5" \
+  timeout -k 5 "$(cap 120)" bash bench/scripts/stage_ab.sh >"$OUT/ring_console.txt" 2>&1
+echo "ring A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ring_console.txt" | grep -E "^(===|[0-9])"
+mkdir -p "$OUT/band"
+OUT=$OUT/band TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=14,16,20 BENCH_MODELS="$models" \
+  SIDES="new!measured-ceilings new!no-sliced!measured-ceilings" \
+  timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/band_console.txt" 2>&1
+echo "band A/B: exit $?"; grep -vE "exit 0 in" "$OUT/band_console.txt" | grep -E "^(===|[0-9])"
+tar czf "$FINAL/call.tgz" -C "$FINAL" w && rm -rf "$FINAL/w"
