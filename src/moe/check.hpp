@@ -57,7 +57,8 @@ struct CheckOptions {
   // unset: moetune's default for the default config's layer, off for random configs' layers,
   // whose stage GEMMs are what they check).
   std::optional<bool> sliced_gemms;
-  // FusedMoeOptions::sliced_stages of every layer checked (`check --sliced-stages`; 0: 4).
+  // FusedMoeOptions::sliced_stages of every layer checked (`check --sliced-stages`; 0: the
+  // GPU's default, moetune_default_sliced_stages).
   int sliced_stages = 0;
 };
 

@@ -1,0 +1,46 @@
+#!/bin/bash
+# Issue 5's third call of the forty-first session. Carry .devbin: `moetune` and
+# gpu_test_moe_sliced built at main with moetune_default_sliced_stages (3 ring slots on the H100
+# SXM, 4 elsewhere).
+# 1. gpu_test_moe_sliced and `check` on the defaults at M = 6..8, 14, 16, 20, 24 on both fp8
+#    anchors (on an H100 SXM: the 3-slot ring's first checks against fp64).
+# 2. On an H100: the defaults (3 slots) against --sliced-stages 4 at M = 6, 8, 16, 20, 24, two
+#    interleaved runs. Prediction (call 2 of this session, another H100): 3 slots -0.1..-2.1%
+#    except Qwen3.5 M = 8 (+0.3%).
+#    On an H200: issue 5's bars at the defaults (final_bars.sh; predictions in issue5_call42.sh),
+#    then the ring depth, --sliced-stages 3 / default 4 / 5 at M = 8, 16, one run a side.
+# Env: CALL_S (the command's seconds, default 330).
+set -u
+left() { local l=$((${CALL_S:-330} - 15 - SECONDS)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
+cap() { local l; l=$(left); [ "$l" -gt "$1" ] && l=$1; echo "$l"; }  # left, at most $1
+FINAL=$OUT; OUT=$FINAL/w; mkdir -p "$OUT"; export OUT
+export MOETUNE_CACHE_DIR=/tmp/moetune-cache
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+nvidia-smi --query-gpu=name,uuid,clocks.max.sm --format=csv,noheader
+cat .devbin/commit.txt
+models="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
+timeout "$(cap 90)" .devbin/gpu_test_moe_sliced --gtest_color=no >"$OUT/gpu_test_moe_sliced.txt" 2>&1
+echo "gpu_test_moe_sliced rc=$?"; grep -E "^\[  (PASSED|FAILED)|^FAIL" "$OUT/gpu_test_moe_sliced.txt"
+for m in "qwen3.5-122b-a10b-fp8 --tp 4" "deepseek-v3 --tp 8"; do
+  # shellcheck disable=SC2086
+  timeout "$(cap 60)" .devbin/moetune check --model $m --batch 6,7,8,14,16,20,24 --configs 1 \
+    >"$OUT/check_${m%% *}.txt" 2>&1
+  echo "check $m rc=$?: $(tail -n 1 "$OUT/check_${m%% *}.txt")"
+done
+if echo "$gpu" | grep -q H200; then
+  mkdir -p "$OUT/bars"
+  OUT=$OUT/bars BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=20 \
+    timeout -k 5 "$(cap 200)" bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
+  echo "final_bars: exit $?"
+  grep -E "^ +(1|8|16|32|64|128|256) |rc=" "$OUT/bars_console.txt"
+  sides="new!measured-ceilings!sliced-stages=3 new!measured-ceilings new!measured-ceilings!sliced-stages=5"
+  runs=1 batch=8,16
+else
+  sides="new!measured-ceilings new!measured-ceilings!sliced-stages=4"
+  runs=2 batch=6,8,16,20,24
+fi
+mkdir -p "$OUT/ring"
+OUT=$OUT/ring TESTS=none CHECK_BATCH=none RUNS=$runs BENCH_BATCH=$batch BENCH_MODELS="$models" \
+  SIDES="$sides" timeout -k 5 "$(cap 120)" bash bench/scripts/stage_ab.sh >"$OUT/ring_console.txt" 2>&1
+echo "ring A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ring_console.txt" | grep -E "^(===|[0-9])"
+tar czf "$FINAL/call.tgz" -C "$FINAL" w && rm -rf "$FINAL/w"
