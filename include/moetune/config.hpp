@@ -138,13 +138,6 @@ bool moetune_default_alignment_in_gemm1(const GpuSpec& gpu, bool gemm1_fuses_act
 // and 14..24 on the H100 SXM, M = 6..8 and 14..20 on the H200 (14..16 there predicted, not yet
 // measured).
 bool moetune_default_sliced_gemms(const GpuSpec& gpu, const MoeShape& shape, int M);
-// The sliced kernel's ring slots of 36 KB where FusedMoeOptions::sliced_stages is 0: 3 on the
-// H100 SXM, 4 elsewhere. Layer A/B on one H100 SXM, 3 / 4 / 5 slots, two interleaved runs a side
-// (bench/results/2026-12-07_fortyfirst_session.md, call 2), Qwen3.5 fp8 TP4 / DeepSeek-V3 fp8
-// TP8: 3 against 4 at M = 6 -0.1 / -2.1%, 8 +0.3 / -0.5%, 16 -1.3 / -0.9%, 20 -0.7 / -1.3%; 5
-// loses everywhere (+0.7..+3.0%). The 4 elsewhere is the H100 SXM's earlier measurement, with
-// 32 KB slots (bench/results/2026-12-06_h100_thirtythird_session.md); the H200 is unmeasured.
-int moetune_default_sliced_stages(const GpuSpec& gpu);
 // The common 18 batch sizes: 1, 2, 4, ..., 4096.
 const std::vector<int>& default_batch_sizes();
 

@@ -106,10 +106,9 @@ struct FusedMoeOptions {
   // in any order (true with it is an InputError, as `--sliced --deterministic` on the command
   // line).
   std::optional<bool> sliced_gemms;
-  // The sliced kernel's ring slots of 36 KB (`--sliced-stages`): 0 for moetune's default
-  // (moetune_default_sliced_stages: 3 on the H100 SXM, 4 elsewhere), else 2..5 (fewer where the
-  // GPU's shared memory per block holds fewer), for A/Bs. Else an InputError naming
-  // sliced_stages.
+  // The sliced kernel's ring slots of 36 KB (`--sliced-stages`): 0 for moetune's 4
+  // (moe::kSlicedStages, measured on an H100 SXM), else 2..5 (fewer where the GPU's shared memory
+  // per block holds fewer), for A/Bs on other GPUs. Else an InputError naming sliced_stages.
   int sliced_stages = 0;
   // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+): GEMM1's blocks zero
   // `out`, GEMM2 adds each slot's row (times its routed weight, rounded to the output dtype) into
@@ -267,9 +266,8 @@ class FusedMoe {
   // the persistent one; unset: moetune_default_sliced_gemms, where the kernel derives the
   // alignment).
   bool uses_sliced_gemms(std::int64_t M) const;
-  // The sliced kernel's ring slots where it runs (FusedMoeOptions::sliced_stages, or
-  // moetune_default_sliced_stages; fewer where the shared memory per block holds fewer); 0 where
-  // it never can.
+  // The sliced kernel's ring slots where it runs (FusedMoeOptions::sliced_stages, or 4; fewer
+  // where the shared memory per block holds fewer); 0 where it never can.
   int sliced_stages() const;
   // Which kernels forward() runs for M tokens, the name bench and profile report: "decode" (the
   // two decode kernels, uses_decode_kernels), "persistent" (one kernel runs both GEMMs,

@@ -171,8 +171,7 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
   sub->add_flag("--no-sliced", o->no_sliced, "check layers without the sliced kernel")
       ->excludes(sliced);
   sub->add_option("--sliced-stages", o->sliced_stages,
-                  "the sliced kernel's ring slots of 36 KB, 2..5, where it runs (default: 3 on the "
-                 "H100 SXM, 4 elsewhere)")
+                  "the sliced kernel's ring slots of 36 KB, 2..5, where it runs (default: 4)")
       ->type_name("N");
   sliced->excludes(deterministic);  // the sliced kernel's adds land in any order
   return {{sub, [&g, o] { return run_check_command(g, *o); }}};

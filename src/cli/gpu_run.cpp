@@ -75,8 +75,7 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
   sub.add_flag("--no-sliced", o.no_sliced, "never the sliced kernel (default: see --sliced)")
       ->excludes(sliced);
   sub.add_option("--sliced-stages", o.sliced_stages,
-                 "the sliced kernel's ring slots of 36 KB, 2..5, where it runs (default: 3 on the "
-                 "H100 SXM, 4 elsewhere)")
+                 "the sliced kernel's ring slots of 36 KB, 2..5, where it runs (default: 4)")
       ->type_name("N");
   sub.add_flag("--deterministic", o.deterministic,
                "bit-reproducible output: the top-k sum as its own launch in a fixed order, and "

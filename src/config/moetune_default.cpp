@@ -202,8 +202,6 @@ bool moetune_default_sliced_gemms(const GpuSpec& gpu, const MoeShape& shape, int
   return waves <= 1.0 || (shape.N == 256 && waves >= 1.5 && waves <= band_end);
 }
 
-int moetune_default_sliced_stages(const GpuSpec& gpu) { return h100_sxm(gpu) ? 3 : 4; }
-
 KernelConfig moetune_default_config(const MoeShape& shape, const GpuSpec& gpu, int M, bool down) {
   const bool fp8 = shape.dtype == Dtype::fp8_w8a8;
   const ValidationTarget target{shape.dtype, shape.block_shape, &gpu};

@@ -57,8 +57,7 @@ struct CheckOptions {
   // unset: moetune's default for the default config's layer, off for random configs' layers,
   // whose stage GEMMs are what they check).
   std::optional<bool> sliced_gemms;
-  // FusedMoeOptions::sliced_stages of every layer checked (`check --sliced-stages`; 0: the
-  // GPU's default, moetune_default_sliced_stages).
+  // FusedMoeOptions::sliced_stages of every layer checked (`check --sliced-stages`; 0: 4).
   int sliced_stages = 0;
 };
 

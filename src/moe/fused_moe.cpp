@@ -239,8 +239,7 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
   if (opts.sliced_gemms != false && opts.topk_sum_in_gemm2 && impl_->arch == "sm_90a" &&
       moe::sliced_unfit(shape).empty())
     impl_->sliced_stages = moe::sliced_stages(
-        gpu.smem_per_block_bytes,
-        opts.sliced_stages > 0 ? opts.sliced_stages : moetune_default_sliced_stages(gpu));
+        gpu.smem_per_block_bytes, opts.sliced_stages > 0 ? opts.sliced_stages : moe::kSlicedStages);
   impl_->opts = std::move(opts);
 }
 
@@ -259,7 +258,7 @@ void FusedMoe::check(const MoeShape& shape, const GpuSpec& gpu, const ConfigTabl
   if (up.empty()) throw InputError("config", "{}", "the up table is empty");
   if (opts.sliced_stages != 0) {
     if (const std::string why = moe::sliced_stages_violation(opts.sliced_stages); !why.empty())
-      throw InputError("sliced_stages", std::to_string(opts.sliced_stages), why + " (0: the GPU's default)");
+      throw InputError("sliced_stages", std::to_string(opts.sliced_stages), why + " (0: 4)");
   }
   if (opts.sliced_gemms == true && !opts.topk_sum_in_gemm2)
     throw InputError("sliced_gemms", "true",

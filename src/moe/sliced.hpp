@@ -17,10 +17,9 @@ namespace moetune::moe {
 
 // Tokens up to which FusedMoe runs the sliced kernel where it is asked for (sliced_applies).
 inline constexpr std::int64_t kSlicedMaxTokens = 64;
-// Ring slots sliced_stages asks for by default (FusedMoe asks for
-// moetune_default_sliced_stages: 3 on the H100 SXM, 4 elsewhere). Layer on an H100 SXM against
-// 2 and 3 slots of 32 KB (bench/results/2026-12-06_h100_thirtythird_session.md, call 3): Qwen3.5
-// fp8 TP4 M = 8 55.09 µs against 56.16 / 56.95; 3 slots lead at M = 32.
+// Ring slots the layer asks for (fewer where the shared memory per block holds fewer). Layer on
+// an H100 SXM against 2 and 3 slots (bench/results/2026-12-06_h100_thirtythird_session.md,
+// call 3): Qwen3.5 fp8 TP4 M = 8 55.09 µs against 56.16 / 56.95; 3 slots lead at M = 32.
 inline constexpr int kSlicedStages = 4;
 
 // "" when the kernel can run `shape`: block fp8 with block_k 128 and block_n a multiple of 64,

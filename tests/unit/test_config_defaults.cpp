@@ -123,14 +123,6 @@ TEST(ConfigDefaults, MoetuneDecodeWithoutSplitAboveFewTokens) {
   EXPECT_EQ(up_at(kQwenFp8, 257).SWAP_AB, 0);
 }
 
-// The sliced kernel's ring: 3 slots on the H100 SXM (measured there, forty-first session), 4 on
-// the H200 and every other board.
-TEST(ConfigDefaults, SlicedRingDepthPerGpu) {
-  EXPECT_EQ(moetune_default_sliced_stages(gpu("NVIDIA H100 80GB HBM3")), 3);
-  EXPECT_EQ(moetune_default_sliced_stages(gpu("NVIDIA H200")), 4);
-  EXPECT_EQ(moetune_default_sliced_stages(gpu("NVIDIA H100 PCIe")), 4);
-}
-
 // The H100 SXM's block-fp8 decode rules (measured there, twenty-eighth and twenty-ninth
 // sessions): GEMM2 keeps GROUP_SIZE_M 1 from 4 slots per expert (M = 128 here), where the H200
 // takes 32; the fused n256 up tile takes 5 stages from 3 slots per expert (M = 96 here; M = 95 is
