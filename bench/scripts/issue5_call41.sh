@@ -1,10 +1,11 @@
 #!/bin/bash
 # Issue 5's call of the forty-first session. Carry .devbin: `moetune` and gpu_test_moe_sliced
-# built (pdl_build_devbin.sh) at 56f3d80 (branch sliced-route; reverted on main after this call
-# measured it a loss: bench/results/2026-12-07_fortyfirst_session.md), the sliced kernel routing
-# the tokens itself (ROUTE: each block
-# picks the experts from the router logits before its PDL wait, so its first ring units' weights
-# stream while the routing launch runs; `--no-sliced-route` is the previous behaviour).
+# built (pdl_build_devbin.sh) at 56f3d80, the sliced kernel routing the tokens itself (ROUTE:
+# each block picks the experts from the router logits before its PDL wait, so its first ring
+# units' weights stream while the routing launch runs; `--no-sliced-route` is the previous
+# behaviour). Main reverts it (96ffd84) after this call measured it a loss
+# (bench/results/2026-12-07_fortyfirst_session.md); the change is
+# bench/results/2026-12-07_fortyfirst_session/sliced_route.diff, to `git apply` on 2137ce0.
 # 1. gpu_test_moe_sliced (the kernel against the stage path; the default now routes, and its
 #    precomputed-ids case reads topk_ids: the two within run-to-run) and `check` on the defaults
 #    at M = 6..8, 14, 16, 20 on both fp8 anchors.
