@@ -12,6 +12,8 @@
 #      predicted from the H100): the defaults -1..-3% at 14 / 16, -4..-6% at 20.
 # On an H100: 2 and 3 only, at M = 6, 8, 16, 20 (2) and 14, 16, 20 (3), two runs (call 1 of this
 # session had 3 slots -1.0% at M = 8 on both anchors in one run, with the ROUTE instance).
+# RING_BATCH overrides the H100's ring sizes (the forty-first session's call 2 ran the default;
+# RING_BATCH=6,8,14,16,20,22,24 adds the sizes that decide a depth by waves on the H100 SXM).
 # Env: CALL_S (the command's seconds, default 300).
 set -u
 left() { local l=$((${CALL_S:-300} - 15 - SECONDS)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
@@ -22,7 +24,7 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
 nvidia-smi --query-gpu=name,uuid,clocks.max.sm --format=csv,noheader
 cat .devbin/commit.txt
 models="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
-ring_batch=6,8,16,20
+ring_batch=${RING_BATCH:-6,8,16,20}
 if echo "$gpu" | grep -q H200; then
   ring_batch=8,16
   mkdir -p "$OUT/bars"
