@@ -17,3 +17,21 @@ step() {
   timeout -k 5 "$secs" "$@" >"$res/$name.txt" 2>&1
   echo "$name: exit $? in $(( $(date +%s) - t0 )) s" | tee -a "$res/summary.txt"
 }
+
+# For a call script with a budget (issue5_call40..43.sh), after `set -u`:
+#   budget_call DEFAULT_S: CALL_S (default DEFAULT_S) seconds in all; $OUT becomes $FINAL/w (the
+#     work folder, tarred by budget_done), one JIT cache, and the GPU and .devbin build printed;
+#     $gpu holds the GPU's name;
+#   left: the seconds left, less a 15 s margin for the tar (at least 5); cap S: left, at most S;
+#   budget_done: $FINAL/call.tgz of the work folder (one file back from the device).
+budget_call() {
+  budget_s=${CALL_S:-$1}
+  FINAL=$OUT; OUT=$FINAL/w; mkdir -p "$OUT"; export OUT
+  export MOETUNE_CACHE_DIR=/tmp/moetune-cache
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
+  nvidia-smi --query-gpu=name,uuid,clocks.max.sm --format=csv,noheader
+  cat .devbin/commit.txt
+}
+left() { local l=$((budget_s - 15 - SECONDS)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
+cap() { local l; l=$(left); [ "$l" -gt "$1" ] && l=$1; echo "$l"; }
+budget_done() { tar czf "$FINAL/call.tgz" -C "$FINAL" w && rm -rf "$FINAL/w"; }

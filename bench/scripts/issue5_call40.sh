@@ -20,12 +20,8 @@
 #    next to the stage path's rows (--no-sliced), if time is left.
 # Env: CALL_S (the command's seconds, default 480; 300 drops most of 3).
 set -u
-left() { local l=$((${CALL_S:-480} - 15 - SECONDS)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
-cap() { local l; l=$(left); [ "$l" -gt "$1" ] && l=$1; echo "$l"; }  # left, at most $1
-FINAL=$OUT; OUT=$FINAL/w; mkdir -p "$OUT"; export OUT
-export MOETUNE_CACHE_DIR=/tmp/moetune-cache
-nvidia-smi --query-gpu=name,uuid,clocks.max.sm --format=csv,noheader
-cat .devbin/commit.txt
+. "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
+budget_call 480
 {  # the bars on either GPU (on an H100 SXM: the table at the new defaults, 21 of 21 before)
   mkdir -p "$OUT/bars"
   OUT=$OUT/bars BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=40 \
@@ -64,4 +60,4 @@ for seed in 1 2 3 4 5 6; do
       sed -E 's/.*M=([0-9]+) +([a-z0-9+_]+) +error ([0-9.e+-]+).*/\1 \2 \3/' | tr '\n' ';')"
   done
 done
-tar czf "$FINAL/call.tgz" -C "$FINAL" w && rm -rf "$FINAL/w"
+budget_done

@@ -17,13 +17,8 @@
 #    (--sliced-stages 3 / 4 / 5) at M = 8, 16, one run a side.
 # Env: CALL_S (the command's seconds, default 450).
 set -u
-left() { local l=$((${CALL_S:-450} - 15 - SECONDS)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
-cap() { local l; l=$(left); [ "$l" -gt "$1" ] && l=$1; echo "$l"; }  # left, at most $1
-FINAL=$OUT; OUT=$FINAL/w; mkdir -p "$OUT"; export OUT
-export MOETUNE_CACHE_DIR=/tmp/moetune-cache
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-nvidia-smi --query-gpu=name,uuid,clocks.max.sm --format=csv,noheader
-cat .devbin/commit.txt
+. "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
+budget_call 450
 timeout "$(cap 90)" .devbin/gpu_test_moe_sliced --gtest_color=no >"$OUT/gpu_test_moe_sliced.txt" 2>&1
 echo "gpu_test_moe_sliced rc=$?"; grep -E "^(ok|FAIL) |^\[  (PASSED|FAILED)" "$OUT/gpu_test_moe_sliced.txt"
 for m in "qwen3.5-122b-a10b-fp8 --tp 4" "deepseek-v3 --tp 8"; do
@@ -52,4 +47,4 @@ else
     timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/ring_console.txt" 2>&1
   echo "ring A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ring_console.txt" | grep -E "^(===|[0-9])"
 fi
-tar czf "$FINAL/call.tgz" -C "$FINAL" w && rm -rf "$FINAL/w"
+budget_done

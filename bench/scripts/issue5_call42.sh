@@ -16,13 +16,8 @@
 # RING_BATCH=6,8,14,16,20,22,24 adds the sizes that decide a depth by waves on the H100 SXM).
 # Env: CALL_S (the command's seconds, default 300).
 set -u
-left() { local l=$((${CALL_S:-300} - 15 - SECONDS)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
-cap() { local l; l=$(left); [ "$l" -gt "$1" ] && l=$1; echo "$l"; }  # left, at most $1
-FINAL=$OUT; OUT=$FINAL/w; mkdir -p "$OUT"; export OUT
-export MOETUNE_CACHE_DIR=/tmp/moetune-cache
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-nvidia-smi --query-gpu=name,uuid,clocks.max.sm --format=csv,noheader
-cat .devbin/commit.txt
+. "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
+budget_call 300
 models="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
 ring_batch=${RING_BATCH:-6,8,16,20}
 if echo "$gpu" | grep -q H200; then
@@ -43,4 +38,4 @@ OUT=$OUT/band TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=14,16,20 BENCH_MODE
   SIDES="new!measured-ceilings new!no-sliced!measured-ceilings" \
   timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/band_console.txt" 2>&1
 echo "band A/B: exit $?"; grep -vE "exit 0 in" "$OUT/band_console.txt" | grep -E "^(===|[0-9])"
-tar czf "$FINAL/call.tgz" -C "$FINAL" w && rm -rf "$FINAL/w"
+budget_done

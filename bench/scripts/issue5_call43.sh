@@ -11,13 +11,8 @@
 #    then the ring depth, --sliced-stages 3 / default 4 / 5 at M = 8, 16, one run a side.
 # Env: CALL_S (the command's seconds, default 330).
 set -u
-left() { local l=$((${CALL_S:-330} - 15 - SECONDS)); [ "$l" -lt 5 ] && l=5; echo "$l"; }
-cap() { local l; l=$(left); [ "$l" -gt "$1" ] && l=$1; echo "$l"; }  # left, at most $1
-FINAL=$OUT; OUT=$FINAL/w; mkdir -p "$OUT"; export OUT
-export MOETUNE_CACHE_DIR=/tmp/moetune-cache
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader)
-nvidia-smi --query-gpu=name,uuid,clocks.max.sm --format=csv,noheader
-cat .devbin/commit.txt
+. "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
+budget_call 330
 models="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
 timeout "$(cap 90)" .devbin/gpu_test_moe_sliced --gtest_color=no >"$OUT/gpu_test_moe_sliced.txt" 2>&1
 echo "gpu_test_moe_sliced rc=$?"; grep -E "^\[  (PASSED|FAILED)|^FAIL" "$OUT/gpu_test_moe_sliced.txt"
@@ -43,4 +38,4 @@ mkdir -p "$OUT/ring"
 OUT=$OUT/ring TESTS=none CHECK_BATCH=none RUNS=$runs BENCH_BATCH=$batch BENCH_MODELS="$models" \
   SIDES="$sides" timeout -k 5 "$(cap 120)" bash bench/scripts/stage_ab.sh >"$OUT/ring_console.txt" 2>&1
 echo "ring A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ring_console.txt" | grep -E "^(===|[0-9])"
-tar czf "$FINAL/call.tgz" -C "$FINAL" w && rm -rf "$FINAL/w"
+budget_done
