@@ -96,4 +96,91 @@ __device__ __forceinline__ void derive_block(const int* __restrict__ topk_ids, i
   total_padded = s_res[2] * BLOCK_SIZE_M;
 }
 
+// For a kernel whose block works on several m-blocks (moe_gemms_sliced_balanced): derive_runs
+// (every thread of the block, right after its PDL wait; three __syncthreads) counts the slots
+// of each local expert and scans the padded runs as derive_block does, leaving in scratch
+// (runs_scratch_ints(ALIGN_E) ints) each expert's count and first m-block; total_blocks = all
+// m-blocks. mblock_of (one whole warp, after derive_runs) then finds one m-block's expert (-1:
+// none) and its BLOCK_SIZE_M slots (-1 pads) in slot order, as derive_block's.
+MOETUNE_HD constexpr int runs_scratch_ints(int E) {
+  return tile_math::kInlineAlignMaxSlots + 2 * E + 32;
+}
+template <int THREADS, int ALIGN_E>
+__device__ __forceinline__ void derive_runs(const int* __restrict__ topk_ids, int num_slots,
+                                            int expert_start, int* scratch, int& total_blocks) {
+  static_assert(ALIGN_E > 0 && ALIGN_E <= tile_math::kInlineAlignMaxE, "ALIGN_E out of range");
+  static_assert(THREADS % 32 == 0 && THREADS / 32 <= 32, "whole warps, one warp scans their sums");
+  int* s_ids = scratch;
+  int* s_count = scratch + tile_math::kInlineAlignMaxSlots;
+  int* s_first = s_count + ALIGN_E;
+  int* s_warp = s_first + ALIGN_E;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if (num_slots > tile_math::kInlineAlignMaxSlots) __trap();  // the host refuses it (src/moe)
+  for (int i = tid; i < num_slots; i += THREADS) s_ids[i] = __ldg(topk_ids + i) - expert_start;
+  for (int e = tid; e < ALIGN_E; e += THREADS) s_count[e] = 0;
+  __syncthreads();
+  for (int i = tid; i < num_slots; i += THREADS) {
+    const int e = s_ids[i];
+    if (static_cast<unsigned>(e) < static_cast<unsigned>(ALIGN_E)) atomicAdd(&s_count[e], 1);
+  }
+  __syncthreads();
+  constexpr int kWarps = THREADS / 32;
+  constexpr int per = (ALIGN_E + THREADS - 1) / THREADS;
+  const int e0 = tid * per;
+  int local = 0;
+#pragma unroll
+  for (int i = 0; i < per; ++i)
+    if (e0 + i < ALIGN_E) local += (s_count[e0 + i] + 15) / 16;
+  const int incl = warp_inclusive_sum(local, lane);
+  if (lane == 31) s_warp[warp] = incl;
+  __syncthreads();
+  const int w_incl = warp_inclusive_sum(lane < kWarps ? s_warp[lane] : 0, lane);
+  const int w_before = __shfl_sync(0xffffffffu, w_incl, (warp + 31) & 31);
+  int first = (warp > 0 ? w_before : 0) + incl - local;
+#pragma unroll
+  for (int i = 0; i < per; ++i) {
+    if (e0 + i >= ALIGN_E) break;
+    s_first[e0 + i] = first;
+    first += (s_count[e0 + i] + 15) / 16;
+  }
+  total_blocks = __shfl_sync(0xffffffffu, w_incl, kWarps - 1);
+  __syncthreads();
+}
+template <int BLOCK_SIZE_M, int ALIGN_E>
+__device__ __forceinline__ void mblock_of(int pid_m, const int* scratch, int num_slots,
+                                          int* s_slot, int* s_expert) {
+  static_assert(BLOCK_SIZE_M == 16, "derive_runs pads the runs to 16 slots");
+  const int* s_ids = scratch;
+  const int* s_count = scratch + tile_math::kInlineAlignMaxSlots;
+  const int* s_first = s_count + ALIGN_E;
+  const int lane = threadIdx.x & 31;
+  int found = -1, found_first = 0;
+  for (int e = lane; e < ALIGN_E; e += 32) {
+    const int nb = (s_count[e] + 15) / 16, f = s_first[e];
+    if (nb > 0 && f <= pid_m && pid_m < f + nb) {
+      found = e;
+      found_first = f;
+    }
+  }
+  if (lane < BLOCK_SIZE_M) s_slot[lane] = -1;
+  const unsigned hit = __ballot_sync(0xffffffffu, found >= 0);
+  const int src = hit ? __ffs(hit) - 1 : 0;
+  const int e = hit ? __shfl_sync(0xffffffffu, found, src) : -1;
+  const int f = __shfl_sync(0xffffffffu, found_first, src);
+  if (lane == 0) *s_expert = e;
+  __syncwarp();
+  if (e < 0) return;
+  const int lo = (pid_m - f) * BLOCK_SIZE_M;
+  int seen = 0;
+  for (int base = 0; base < num_slots && seen < lo + BLOCK_SIZE_M; base += 32) {
+    const int i = base + lane;
+    const bool match = i < num_slots && s_ids[i] == e;
+    const unsigned ballot = __ballot_sync(0xffffffffu, match);
+    const int r = seen + __popc(ballot & ((1u << lane) - 1u));
+    if (match && r >= lo && r < lo + BLOCK_SIZE_M) s_slot[r - lo] = i;
+    seen += __popc(ballot);
+  }
+  __syncwarp();
+}
+
 }  // namespace moetune::inline_align

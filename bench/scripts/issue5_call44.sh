@@ -1,0 +1,46 @@
+#!/bin/bash
+# Issue 5, forty-second session: the balanced sliced kernel (`--sliced-balanced`,
+# kernels/moe_gemms_sliced_balanced_sm90a.cuh: the sliced layer's units spread evenly over one
+# block per SM, slices cut between blocks exchanging partial sums and activations). Carry
+# .devbin with `moetune` and `gpu_test_moe_sliced` built at the commit under test by
+# bench/scripts/pdl_build_devbin.sh. Whichever GPU:
+#   1. gpu_test_moe_sliced's Balanced* cases (against the stage path, graphs, precomputed ids,
+#      skewed routing, EP) and `check --sliced-balanced` at M = 6, 8, 16, 20 (fp64 reference);
+#   2. the layer A/B, defaults against --sliced-balanced (two interleaved runs) at M = 6, 8, 14,
+#      16, 20, 24 on both fp8 anchors, where the defaults run the one-slice sliced kernel
+#      (H100 SXM M = 6..8, 14..24; H200 6..8, 14..20; elsewhere both sides are the stage path).
+#   3. on an H200 only, after 1 and 2: issue 5's bars at the defaults (final_bars.sh).
+# Prediction: 114 blocks copy 3-8% slower than every SM busy (ring_copy: H200 3.88-3.94 against
+# 4.0-4.2 TB/s, H100 SXM dyn-3 -5.3%), less the exchanges (a 16 KB partial and a 2 KB activation
+# a cut slice): H100 SXM -1..-4% at M = 6..8 and 14..24; H200 -3..-7% at M = 8 (Qwen3.5 fp8 from
+# about 38.5 to 36-37 µs: 86-88% of floor_measured), -2..-5% at M = 16.
+# Env: CALL_S (the command's seconds, default 330).
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
+budget_call 330
+models="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
+timeout -k 5 "$(cap 90)" .devbin/gpu_test_moe_sliced --gtest_color=no \
+  --gtest_filter='*Balanced*' >"$OUT/gpu_test_balanced.txt" 2>&1
+echo "gpu_test_moe_sliced Balanced*: exit $?"
+grep -E "^(ok|FAIL) |^\[  (FAILED|PASSED) |Failure" "$OUT/gpu_test_balanced.txt" | head -40
+for m in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8"; do
+  # shellcheck disable=SC2086
+  timeout -k 5 "$(cap 40)" .devbin/moetune check $m --batch 6,8,16,20 --configs 1 --sliced \
+    --sliced-balanced >>"$OUT/check_balanced.txt" 2>&1
+  echo "check --sliced-balanced ($m): exit $?"
+done
+echo "check: ok $(grep -c '^ok' "$OUT/check_balanced.txt"), not ok:"
+grep -vE "^ok " "$OUT/check_balanced.txt" | grep -iE "fail|not ok|error" | head -8
+mkdir -p "$OUT/ab"
+OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=6,8,14,16,20,24 BENCH_MODELS="$models" \
+  SIDES="new!measured-ceilings new!measured-ceilings!sliced-balanced" \
+  timeout -k 5 "$(cap 150)" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
+echo "balanced A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ab_console.txt" | grep -E "^(===|[0-9])"
+if echo "$gpu" | grep -q H200; then
+  mkdir -p "$OUT/bars"
+  OUT=$OUT/bars BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=20 \
+    timeout -k 5 "$(cap 200)" bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
+  echo "final_bars: exit $?"
+  grep -E "^ +(1|8|16|32|64|128|256) |rc=" "$OUT/bars_console.txt"
+fi
+budget_done
