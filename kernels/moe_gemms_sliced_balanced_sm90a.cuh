@@ -8,8 +8,10 @@
 // - every activation goes through the exchange buffer (2 KB and 16 scales a slice) with a ready
 //   flag, which the consumers wait for before a slice's GEMM2 units (the producer does not);
 // - the block derives the alignment itself (ALIGN_E local experts) for each m-block it touches.
-// counters: sliced_balance::counter_ints(max_slices), zero on entry (the routing or alignment
-// launch zeroes them every call; without out_zeroed the last block out zeroes them as well).
+// counters: sliced_balance::counter_ints(max_slices), zero on entry and left zero: each slice's
+// last arriver clears its count, and the last of its GEMM2 holders to take its activation clears
+// its ready flag and that count (the routing or alignment launch zeroes them every call too, but
+// the GEMM phase alone and a replayed stage run without one).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -97,8 +99,9 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   int* next_ticket = counters;
   int* zeroed = counters + 1;
   int* done = counters + 2;
-  int* arrived = counters + kCounterInts;      // [max_slices]
-  int* ready = arrived + max_slices;           // [max_slices]
+  int* arrived = counters + kCounterInts;      // [max_slices] GEMM1 holders arrived
+  int* ready = arrived + max_slices;           // [max_slices] the activation is published
+  int* taken = ready + max_slices;             // [max_slices] GEMM2 holders that loaded it
   float* partials = reinterpret_cast<float*>(exchange);  // [grid][2][kConsumerThreads][16]
   unsigned char* acts = exchange + 2LL * gridDim.x * sb::kPartialBytes;  // [max_slices][kActBytes]
 
@@ -146,7 +149,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     if (tid != 0 || out_zeroed) return;
     __threadfence();
     if (atomicAdd(done, 1) == static_cast<int>(gridDim.x) - 1) {
-      for (int i = 0; i < 2 * max_slices; ++i) arrived[i] = 0;
       *next_ticket = 0;
       *zeroed = 0;
       *done = 0;
@@ -397,7 +399,9 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     consumer_sync();
     if (tid == 0) {
       __threadfence();
-      s_misc[1] = atomicAdd(arrived + g, 1) == hold.last - hold.first;
+      const bool last = atomicAdd(arrived + g, 1) == hold.last - hold.first;
+      if (last) arrived[g] = 0;  // every holder has counted: clean for the next launch
+      s_misc[1] = last;
       __threadfence();
     }
     consumer_sync();
@@ -449,6 +453,10 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
           __ldcg(reinterpret_cast<const float*>(src + kActTileBytes) + tid - kActTileBytes / 16);
     wgmma::fence_proxy_async();  // our generic-proxy writes of s_act -> the wgmma reads below
     consumer_sync();
+    // Count this holder's load; the last clears the flag after the units below (the result's
+    // round trip overlaps them).
+    int taken_before = 0;
+    if (tid == 0) taken_before = atomicAdd(taken + g, 1);
     float scale_t[4];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -481,6 +489,13 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         if (slot < 0) continue;
         red::add8<false>(out + (long long)(slot / TOPK) * K + u * kUnitRows + ch * 8,
                          *reinterpret_cast<const uint4*>(tile + r * kOutRowBytes + ch * 16));
+      }
+    }
+    if (tid == 0) {
+      const sb::SliceSpan hold2 = sb::holders_of(g, n_slices, ND, G);
+      if (taken_before == hold2.last - hold2.first) {  // every GEMM2 holder has loaded it
+        ready[g] = 0;
+        taken[g] = 0;
       }
     }
     consumer_sync();  // every wgmma read of s_act done before the next slice's activation lands

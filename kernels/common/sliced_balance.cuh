@@ -97,9 +97,17 @@ MOETUNE_HD constexpr int smem_bytes(int stages) {
   return sliced_plan::smem_bytes(stages) - sliced_plan::kBlockM * 4 +
          kMaxBlockSlices * sliced_plan::kBlockM * 4 + 8 * 4;
 }
-// int32 counters: the one-slice kernel's three, then each slice's arrivals and ready flag.
+// The most ring slots that fit `smem_limit` bytes per block, at most `want` (0: none fit).
+MOETUNE_HD constexpr int stages_for(int want, int smem_limit) {
+  for (int s = want < sliced_plan::kMaxStages ? want : sliced_plan::kMaxStages;
+       s >= sliced_plan::kMinStages; --s)
+    if (smem_bytes(s) <= smem_limit) return s;
+  return 0;
+}
+// int32 counters: the one-slice kernel's three, then each slice's GEMM1 arrivals, ready flag
+// and GEMM2 loads.
 MOETUNE_HD constexpr int counter_ints(int max_slices) {
-  return sliced_plan::kCounterInts + 2 * max_slices;
+  return sliced_plan::kCounterInts + 3 * max_slices;
 }
 
 }  // namespace sliced_balance

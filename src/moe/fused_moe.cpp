@@ -258,8 +258,10 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
   // path's.
   if (opts.sliced_gemms != false && opts.topk_sum_in_gemm2 && impl_->arch == "sm_90a" &&
       moe::sliced_unfit(shape).empty())
-    impl_->sliced_stages = moe::sliced_stages(
-        gpu.smem_per_block_bytes, opts.sliced_stages > 0 ? opts.sliced_stages : moe::kSlicedStages);
+    impl_->sliced_stages =
+        moe::sliced_stages(gpu.smem_per_block_bytes,
+                           opts.sliced_stages > 0 ? opts.sliced_stages : moe::kSlicedStages,
+                           opts.sliced_balanced);
   if (opts.sliced_balanced && impl_->sliced_stages > 0 && gpu.sm_count > 0)
     impl_->balanced_grid = gpu.sm_count;
   impl_->opts = std::move(opts);

@@ -15,7 +15,10 @@ namespace sp = sliced_plan;
 
 std::string sliced_unfit(const MoeShape& s) { return block_fp8_unfit(s, sp::shape_violation); }
 
-int sliced_stages(int smem_per_block, int want) { return sp::stages_for(want, smem_per_block); }
+int sliced_stages(int smem_per_block, int want, bool balanced) {
+  return balanced ? sliced_balance::stages_for(want, smem_per_block)
+                  : sp::stages_for(want, smem_per_block);
+}
 
 std::string sliced_stages_violation(int stages) {
   if (stages >= sp::kMinStages && stages <= sp::kMaxStages) return "";

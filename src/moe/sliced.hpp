@@ -29,7 +29,8 @@ std::string sliced_unfit(const MoeShape& shape);
 
 // Ring slots for `smem_per_block` bytes of shared memory per block (opt-in): `want` (by default
 // kSlicedStages), or the most below it that fit (at least 2); 0 when none fit.
-int sliced_stages(int smem_per_block, int want = kSlicedStages);
+// balanced: for the balanced instance (a little more shared memory).
+int sliced_stages(int smem_per_block, int want = kSlicedStages, bool balanced = false);
 // "" for a ring depth the kernel takes (sliced_plan::kMinStages..kMaxStages: 2..5), else why not
 // (the InputError text of launch_sliced, FusedMoeOptions::sliced_stages and --sliced-stages).
 std::string sliced_stages_violation(int stages);

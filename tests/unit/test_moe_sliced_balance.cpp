@@ -189,8 +189,9 @@ TEST(MoeSlicedBalance, ExchangeAndCounterSizes) {
   EXPECT_EQ(sb::exchange_bytes(132, 396), 2LL * 132 * 16384 + 396LL * 2112);
   EXPECT_EQ(sb::exchange_bytes(132, 396), 5161728);
   EXPECT_EQ(sb::exchange_bytes(1, 3), 2 * 16384 + 3 * 2112);
-  EXPECT_EQ(sb::counter_ints(396), 3 + 2 * 396);
-  EXPECT_EQ(sb::counter_ints(3), 9);
+  // Three per slice: GEMM1 arrivals, the ready flag, GEMM2 loads (each cleared by its last user).
+  EXPECT_EQ(sb::counter_ints(396), 3 + 3 * 396);
+  EXPECT_EQ(sb::counter_ints(3), 12);
 }
 
 // The kernel's shared memory, laid out as it carves it: ring, activation tile, two out tiles,
