@@ -1,8 +1,10 @@
 #!/bin/bash
 # Issue 5, forty-second session: the balanced sliced kernel (`--sliced-balanced`,
 # kernels/moe_gemms_sliced_balanced_sm90a.cuh: the sliced layer's units spread evenly over one
-# block per SM, slices cut between blocks exchanging partial sums and activations). Carry
-# .devbin with `moetune` and `gpu_test_moe_sliced` built at the commit under test by
+# block per SM, slices cut between blocks exchanging partial sums and activations). Ran once, on
+# an H200 at 2f21b95 (bench/results/2026-12-07_fortysecond_session.md: correct, 13..31% slower);
+# the kernel is no longer on main: to rerun, `git apply` that session's sliced_balanced.diff on
+# f77a0bb and carry .devbin with `moetune` and `gpu_test_moe_sliced` built from it by
 # bench/scripts/pdl_build_devbin.sh. Whichever GPU:
 #   1. gpu_test_moe_sliced's Balanced* cases (against the stage path, graphs, precomputed ids,
 #      skewed routing, EP) and `check --sliced-balanced` at M = 6, 8, 16, 20 (fp64 reference);

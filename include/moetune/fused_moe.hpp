@@ -110,13 +110,6 @@ struct FusedMoeOptions {
   // (moe::kSlicedStages, measured on an H100 SXM), else 2..5 (fewer where the GPU's shared memory
   // per block holds fewer), for A/Bs on other GPUs. Else an InputError naming sliced_stages.
   int sliced_stages = 0;
-  // Where the sliced kernel runs and derives the alignment: its balanced instance
-  // (kernels/moe_gemms_sliced_balanced_sm90a.cuh, `--sliced-balanced`), the same layer with its
-  // units spread evenly over one block per SM (GpuSpec::sm_count) instead of a block per slice,
-  // slices cut between blocks exchanging partial sums and activations through the workspace.
-  // Its blocks wait on each other's activations: every block must be resident at once (as the
-  // persistent kernel's), so not while other kernels hold SMs. Opt-in, for A/Bs.
-  bool sliced_balanced = false;
   // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+): GEMM1's blocks zero
   // `out`, GEMM2 adds each slot's row (times its routed weight, rounded to the output dtype) into
   // its token's row of out with bf16/fp16 atomics (red.global.add), and MoeStage::reduce
@@ -209,11 +202,7 @@ struct MoeWorkspaceLayout {
   bool sliced = false;                   // the gemm1 stage runs the sliced GEMM kernel
   std::size_t sliced_ws = 0;             // its counters (12 bytes; 0 where it cannot run:
                                          // not sm_90a block fp8, sliced_gemms false, or
-                                         // topk_sum_in_gemm2 false; balanced:
-                                         // sliced_balanced_counter_ints of its max slices)
-  bool sliced_balanced = false;          // the sliced kernel's balanced instance runs
-  std::size_t sliced_exchange = 0;       // its partial sums and activations (0 bytes where
-                                         // it never runs; sized for min(M, 64) tokens)
+                                         // topk_sum_in_gemm2 false)
   std::size_t total = 0;                 // bytes needed
 };
 

@@ -23,7 +23,6 @@ struct CheckCliOptions {
   bool layer_only = false, verbose = false, deterministic = false, align_in_gemm1 = false,
        no_align_in_gemm1 = false, sliced = false, no_sliced = false;
   std::string sliced_stages;
-  bool sliced_balanced = false;
 };
 
 std::vector<std::string> split_list(const std::string& field, const std::string& text) {
@@ -74,7 +73,6 @@ int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
   if (o.align_in_gemm1 || o.no_align_in_gemm1) opts.alignment_in_gemm1 = o.align_in_gemm1;
   if (o.sliced || o.no_sliced) opts.sliced_gemms = o.sliced;
   if (!o.sliced_stages.empty()) opts.sliced_stages = parse_sliced_stages(o.sliced_stages);
-  opts.sliced_balanced = o.sliced_balanced;
 
   const bool own_model = g.given("model") || g.given("experts") || g.given("topk") ||
                          g.given("intermediate") || g.given("hidden");
@@ -175,9 +173,6 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--sliced-stages", o->sliced_stages,
                   "the sliced kernel's ring slots of 36 KB, 2..5, where it runs (default: 4)")
       ->type_name("N");
-  sub->add_flag("--sliced-balanced", o->sliced_balanced,
-                "check the sliced kernel's balanced instance (its units over one block per SM) "
-                "where it runs and derives the alignment");
   sliced->excludes(deterministic);  // the sliced kernel's adds land in any order
   return {{sub, [&g, o] { return run_check_command(g, *o); }}};
 }

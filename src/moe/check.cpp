@@ -302,7 +302,6 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         fo.topk_sum_in_gemm2 = opts.topk_sum_in_gemm2;
         fo.alignment_in_gemm1 = opts.alignment_in_gemm1;
         fo.sliced_stages = opts.sliced_stages;
-        fo.sliced_balanced = opts.sliced_balanced;
         // The default config's layer as the GPU's rule runs it (the sliced kernel at M = 6..8
         // and 14..24 / 14..20 on the H100 SXM / H200); a random config's with the stage GEMMs
         // it configures, unless the sliced kernel is asked for.
@@ -765,10 +764,8 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
       if (persistent_unfit(f8).empty()) specs.push_back(persistent_spec(f8, arch, 4));
       if (sliced_unfit(f8).empty()) {  // reading the alignment's tables, and deriving them
         specs.push_back(sliced_spec(f8, arch, kSlicedStages));
-        if (sliced_derives_alignment(f8, 1)) {
+        if (sliced_derives_alignment(f8, 1))
           specs.push_back(sliced_spec(f8, arch, kSlicedStages, true));
-          specs.push_back(sliced_balanced_spec(f8, arch, kSlicedStages));
-        }
       }
     }
   {  // and from precomputed ids, once

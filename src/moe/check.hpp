@@ -59,8 +59,6 @@ struct CheckOptions {
   std::optional<bool> sliced_gemms;
   // FusedMoeOptions::sliced_stages of every layer checked (`check --sliced-stages`; 0: 4).
   int sliced_stages = 0;
-  // FusedMoeOptions::sliced_balanced of every layer checked (`check --sliced-balanced`).
-  bool sliced_balanced = false;
 };
 
 struct CheckResult {

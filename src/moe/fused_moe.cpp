@@ -166,26 +166,7 @@ struct FusedMoe::Impl {
   int persistent_grid = 0;
   // The sliced GEMM kernel's ring slots (0: it never runs here).
   int sliced_stages = 0;
-  // The balanced sliced kernel's grid (the GpuSpec's SMs; 0: it never runs here).
-  int balanced_grid = 0;
-  // The balanced kernel's bound on slices at M (0: it does not run at M): the alignment's worst
-  // case in 16-slot m-blocks times the slices, for min(M, kSlicedMaxTokens) tokens.
-  int balanced_max_slices(const MoeShape& s, std::int64_t M) const {
-    if (balanced_grid <= 0 || M < 1 || !moe::sliced_balanced_applies(s, M, balanced_grid))
-      return 0;
-    return balanced_room(s, M);
-  }
-  // The room its regions get at M: that bound capped at what the grid takes, so that it never
-  // shrinks as M grows (0: it never runs here).
-  int balanced_room(const MoeShape& s, std::int64_t M) const {
-    if (balanced_grid <= 0 || M < 1) return 0;
-    const std::int64_t m = std::min<std::int64_t>(M, moe::kSlicedMaxTokens);
-    return static_cast<int>(std::min<std::int64_t>(
-        moe::max_num_m_blocks(m, s.topk, s.E, 16) * (s.N / 128),
-        moe::sliced_balanced_max_slices(balanced_grid)));
-  }
   int launch_grid() const;
-  int launch_sms() const;  // the current device's SMs
   std::vector<std::shared_ptr<cuda::LoadedKernel>> loaded;  // kept alive after prepare()
 
   struct Ptrs {
@@ -215,14 +196,13 @@ struct FusedMoe::Impl {
 // One block per SM of the current device (asked at each launch: the object may serve another
 // device later), at most persistent_grid: every block of the persistent kernel must be resident
 // at once (its GEMM2 waits on other blocks' GEMM1 tiles).
-int FusedMoe::Impl::launch_sms() const {
+int FusedMoe::Impl::launch_grid() const {
   int sms = 0;
   CUdevice dev = 0;
   MOETUNE_CU(cuCtxGetDevice, &dev);
   MOETUNE_CU(cuDeviceGetAttribute, &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
-  return sms;
+  return std::min(sms, persistent_grid);
 }
-int FusedMoe::Impl::launch_grid() const { return std::min(launch_sms(), persistent_grid); }
 
 FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, ConfigTable down,
                    FusedMoeOptions opts)
@@ -258,12 +238,8 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
   // path's.
   if (opts.sliced_gemms != false && opts.topk_sum_in_gemm2 && impl_->arch == "sm_90a" &&
       moe::sliced_unfit(shape).empty())
-    impl_->sliced_stages =
-        moe::sliced_stages(gpu.smem_per_block_bytes,
-                           opts.sliced_stages > 0 ? opts.sliced_stages : moe::kSlicedStages,
-                           opts.sliced_balanced);
-  if (opts.sliced_balanced && impl_->sliced_stages > 0 && gpu.sm_count > 0)
-    impl_->balanced_grid = gpu.sm_count;
+    impl_->sliced_stages = moe::sliced_stages(
+        gpu.smem_per_block_bytes, opts.sliced_stages > 0 ? opts.sliced_stages : moe::kSlicedStages);
   impl_->opts = std::move(opts);
 }
 
@@ -414,15 +390,8 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
     L.persistent = uses_persistent_gemms(M);
   }
   if (impl_->sliced_stages > 0) {  // at every M, so that offsets grow with M only
-    // The balanced instance's bound grows with M up to kSlicedMaxTokens, and so do its regions.
-    const int room = impl_->balanced_room(s, M);
-    L.sliced_ws = take(static_cast<std::size_t>(room > 0 ? moe::sliced_balanced_counter_ints(room)
-                                                         : moe::sliced_counter_ints()) *
-                       4);
-    L.sliced_exchange =
-        take(room > 0 ? moe::sliced_balanced_exchange_bytes(impl_->balanced_grid, room) : 0);
+    L.sliced_ws = take(static_cast<std::size_t>(moe::sliced_counter_ints()) * 4);
     L.sliced = uses_sliced_gemms(M);
-    L.sliced_balanced = L.sliced && impl_->balanced_max_slices(s, M) > 0 && gemm1_aligns(M);
   }
   L.gemm2_sums_topk = gemm2_sums_topk(M);
   L.gemm1_aligns = gemm1_aligns(M);
@@ -509,10 +478,7 @@ void FusedMoe::prepare(std::int64_t max_M) {
     std::set<std::string> names;
     for (std::int64_t M = 1; M <= std::min(max_M, moe::kSlicedMaxTokens); ++M) {
       if (!uses_sliced_gemms(M)) continue;
-      cuda::KernelSpec spec =
-          gemm1_aligns(M) && impl_->balanced_max_slices(s, M) > 0
-              ? moe::sliced_balanced_spec(s, arch, impl_->sliced_stages)
-              : moe::sliced_spec(s, arch, impl_->sliced_stages, gemm1_aligns(M));
+      cuda::KernelSpec spec = moe::sliced_spec(s, arch, impl_->sliced_stages, gemm1_aligns(M));
       if (names.insert(spec.name).second) specs.push_back(std::move(spec));
     }
   }
@@ -603,10 +569,7 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
   auto counters = [&](bool up) -> std::pair<std::int32_t*, int> {
     if (L.sliced) {  // the sliced kernel's tickets (GEMM2 has no launch)
       if (!up) return {nullptr, 0};
-      return {reinterpret_cast<std::int32_t*>(ws + L.sliced_ws),
-              L.sliced_balanced
-                  ? moe::sliced_balanced_counter_ints(impl_->balanced_max_slices(s, M))
-                  : moe::sliced_counter_ints()};
+      return {reinterpret_cast<std::int32_t*>(ws + L.sliced_ws), moe::sliced_counter_ints()};
     }
     if (L.persistent) {  // the persistent kernel's tickets and ready words (GEMM2's: none)
       if (!up) return {nullptr, 0};
@@ -723,12 +686,6 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
           a.expert_start = rank * s.E;
         }
         a.out_zeroed = routing_zeroes_out;
-        if (L.sliced_balanced) {  // its units over one block per SM
-          a.balanced = true;
-          a.grid = std::min(impl_->launch_sms(), impl_->balanced_grid);
-          a.max_slices = impl_->balanced_max_slices(s, M);
-          a.exchange = ws + L.sliced_exchange;
-        }
         moe::launch_sliced(s, arch, impl_->sliced_stages, a, stream, pdl);
         return;
       }

@@ -3,11 +3,9 @@
 
 #include <fmt/format.h>
 
-#include "kernels/common/sliced_balance.cuh"
 #include "kernels/common/sliced_plan.cuh"
 #include "kernels/common/tile_math.cuh"
 #include "moe/block_fp8_spec.hpp"
-#include "moe/reference.hpp"
 #include "moetune/error.hpp"
 
 namespace moetune::moe {
@@ -15,10 +13,7 @@ namespace sp = sliced_plan;
 
 std::string sliced_unfit(const MoeShape& s) { return block_fp8_unfit(s, sp::shape_violation); }
 
-int sliced_stages(int smem_per_block, int want, bool balanced) {
-  return balanced ? sliced_balance::stages_for(want, smem_per_block)
-                  : sp::stages_for(want, smem_per_block);
-}
+int sliced_stages(int smem_per_block, int want) { return sp::stages_for(want, smem_per_block); }
 
 std::string sliced_stages_violation(int stages) {
   if (stages >= sp::kMinStages && stages <= sp::kMaxStages) return "";
@@ -44,28 +39,6 @@ cuda::KernelSpec sliced_spec(const MoeShape& s, const std::string& arch, int sta
                         derive_alignment ? fmt::format("_ia{}", s.E) : std::string());
 }
 
-cuda::KernelSpec sliced_balanced_spec(const MoeShape& s, const std::string& arch, int stages) {
-  return block_fp8_spec(s, sp::shape_violation, arch, "moe_gemms_sliced_balanced_sm90a.cuh",
-                        "moetune::moe_gemms_sliced_balanced", "moe_gemms_sliced_balanced", stages,
-                        {{"ALIGN_E", std::to_string(s.E)}});
-}
-
-int sliced_balanced_max_slices(int grid) { return sliced_balance::max_slices_for(grid); }
-
-bool sliced_balanced_applies(const MoeShape& s, std::int64_t M, int grid) {
-  return grid >= 1 && sliced_derives_alignment(s, M) &&
-         max_num_m_blocks(M, s.topk, s.E, sp::kBlockM) * sp::slices(s.N) <=
-             sliced_balanced_max_slices(grid);
-}
-
-int sliced_balanced_counter_ints(int max_slices) {
-  return sliced_balance::counter_ints(max_slices);
-}
-
-std::size_t sliced_balanced_exchange_bytes(int grid, int max_slices) {
-  return static_cast<std::size_t>(sliced_balance::exchange_bytes(grid, max_slices));
-}
-
 int sliced_counter_ints() { return sp::kCounterInts; }
 
 void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const SlicedArgs& a,
@@ -77,24 +50,10 @@ void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const
     throw InputError("counters", "null", "the kernel's tickets (unless out_zeroed)");
   if (reinterpret_cast<std::uintptr_t>(a.out) % 16 != 0)
     throw InputError("out", fmt::format("{}", a.out), "must be 16-byte aligned (vector adds)");
-  const std::int64_t slices = a.max_m_blocks * sp::slices(s.N);
-  if (a.max_m_blocks < 1 || slices > 0x7fffffff)
+  const std::int64_t blocks = a.max_m_blocks * sp::slices(s.N);
+  if (a.max_m_blocks < 1 || blocks > 0x7fffffff)
     throw InputError("max_m_blocks", std::to_string(a.max_m_blocks), "out of range");
   const bool derive = a.topk_ids != nullptr;
-  if (a.balanced) {
-    if (a.grid < 1) throw InputError("grid", std::to_string(a.grid), "must be >= 1 (the SMs)");
-    if (!derive) throw InputError("topk_ids", "null", "the balanced sliced kernel derives the alignment");
-    if (a.max_slices < slices || a.max_slices > sliced_balanced_max_slices(a.grid))
-      throw InputError("max_slices", std::to_string(a.max_slices),
-                       fmt::format("must hold the call's {} slices and be at most {} on {} blocks",
-                                   slices, sliced_balanced_max_slices(a.grid), a.grid));
-    if (a.counters == nullptr)
-      throw InputError("counters", "null", "the balanced kernel's arrivals and ready flags");
-    if (a.exchange == nullptr || reinterpret_cast<std::uintptr_t>(a.exchange) % 16 != 0)
-      throw InputError("exchange", fmt::format("{}", a.exchange),
-                       "the partial sums and activations: non-null and 16-byte aligned");
-  }
-  const std::int64_t blocks = a.balanced ? a.grid : slices;
   if (derive && !sliced_derives_alignment(s, a.M))
     throw InputError("M", std::to_string(a.M),
                      fmt::format("the sliced kernel derives the alignment for M * topk <= {} and "
@@ -119,24 +78,11 @@ void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const
   const std::int32_t* topk_ids = a.topk_ids;
   int expert_start = a.expert_start;
   int out_zeroed = a.out_zeroed ? 1 : 0;
-  cuda::LaunchOptions lo;
-  lo.pdl = pdl;
-  if (a.balanced) {
-    int max_slices = a.max_slices;
-    void* exchange = a.exchange;
-    void* bargs[] = {&a_q, &a_scale,  &w13,      &w13_scale,    &w2,         &w2_scale,
-                     &out, &topk_weights, &M,    &counters,     &topk_ids,   &expert_start,
-                     &out_zeroed, &max_slices, &exchange};
-    cuda::Jit::instance()
-        .get(sliced_balanced_spec(s, arch, stages))
-        ->launch(cuda::Dim3{static_cast<unsigned>(blocks), 1, 1},
-                 cuda::Dim3{static_cast<unsigned>(sp::kThreads), 1, 1},
-                 static_cast<std::size_t>(sliced_balance::smem_bytes(stages)), stream, bargs, lo);
-    return;
-  }
   void* args[] = {&a_q,  &a_scale,      &w13,    &w13_scale,  &w2,   &w2_scale, &out,
                   &topk_weights, &sorted, &expert_ids, &ntpp, &M,   &counters, &topk_ids,
                   &expert_start, &out_zeroed};
+  cuda::LaunchOptions lo;
+  lo.pdl = pdl;
   cuda::Jit::instance()
       .get(sliced_spec(s, arch, stages, derive))
       ->launch(cuda::Dim3{static_cast<unsigned>(blocks), 1, 1},

@@ -29,8 +29,7 @@ std::string sliced_unfit(const MoeShape& shape);
 
 // Ring slots for `smem_per_block` bytes of shared memory per block (opt-in): `want` (by default
 // kSlicedStages), or the most below it that fit (at least 2); 0 when none fit.
-// balanced: for the balanced instance (a little more shared memory).
-int sliced_stages(int smem_per_block, int want = kSlicedStages, bool balanced = false);
+int sliced_stages(int smem_per_block, int want = kSlicedStages);
 // "" for a ring depth the kernel takes (sliced_plan::kMinStages..kMaxStages: 2..5), else why not
 // (the InputError text of launch_sliced, FusedMoeOptions::sliced_stages and --sliced-stages).
 std::string sliced_stages_violation(int stages);
@@ -49,21 +48,6 @@ bool sliced_derives_alignment(const MoeShape& shape, std::int64_t M);
 // (SlicedArgs::topk_ids set) instead of reading the alignment's tables.
 cuda::KernelSpec sliced_spec(const MoeShape& shape, const std::string& arch, int stages,
                              bool derive_alignment = false);
-
-// The balanced instance (kernels/moe_gemms_sliced_balanced_sm90a.cuh, SlicedArgs::balanced):
-// the same layer with its units spread evenly over a grid of one block per SM
-// (common/sliced_balance.cuh). It always derives the alignment.
-cuda::KernelSpec sliced_balanced_spec(const MoeShape& shape, const std::string& arch, int stages);
-// Slices (m-blocks x N / 128) the balanced kernel takes on a grid of `grid` blocks at most.
-int sliced_balanced_max_slices(int grid);
-// Whether the balanced kernel takes M on a grid of `grid` blocks: the kernel derives the
-// alignment there, and the alignment's worst case (max_num_m_blocks at 16 slots) in slices
-// fits sliced_balanced_max_slices(grid).
-bool sliced_balanced_applies(const MoeShape& shape, std::int64_t M, int grid);
-// Its int32 counters (zero on entry, as sliced_counter_ints') and exchange buffer bytes (no
-// initial value) for `max_slices` slices on `grid` blocks.
-int sliced_balanced_counter_ints(int max_slices);
-std::size_t sliced_balanced_exchange_bytes(int grid, int max_slices);
 
 // int32 counters the kernel needs in the workspace without SlicedArgs::out_zeroed (zero before
 // the first launch; the kernel leaves them zero, and FusedMoe's routing or alignment launch
@@ -96,16 +80,8 @@ struct SlicedArgs {
   // Unset: its first blocks zero out and the counters must be zero on entry (the kernel leaves
   // them zero).
   bool out_zeroed = false;
-  // Set: the balanced instance, on `grid` blocks (the SMs, one block each), with topk_ids set,
-  // counters of sliced_balanced_counter_ints(max_slices) and an exchange buffer of
-  // sliced_balanced_exchange_bytes(grid, max_slices) (16-byte aligned); max_m_blocks * N / 128
-  // must be at most max_slices, and max_slices at most sliced_balanced_max_slices(grid).
-  bool balanced = false;
-  int grid = 0;
-  int max_slices = 0;
-  void* exchange = nullptr;
 };
-// One launch of max_m_blocks x N/128 blocks (balanced: `grid`), a programmatic dependent launch when pdl. Throws
+// One launch of max_m_blocks x N/128 blocks, a programmatic dependent launch when pdl. Throws
 // InputError on a shape it cannot run or a missing pointer.
 void launch_sliced(const MoeShape& shape, const std::string& arch, int stages,
                    const SlicedArgs& a, CUstream stream, bool pdl);

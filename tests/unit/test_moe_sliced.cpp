@@ -394,14 +394,5 @@ TEST_F(SlicedNvrtc, CompilesWithoutSpillsOnTheAnchors) {
             jit, sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, derive), 168);
 }
 
-// The balanced instance: the same budget, at the ring depths the layer may ask for (2..5).
-TEST_F(SlicedNvrtc, BalancedCompilesWithoutSpillsOnTheAnchors) {
-  test_support::ScratchJit jit("sliced-balanced-nvrtc");
-  for (int i : {0, 1})
-    for (int stages : {2, kSlicedStages, 5})
-      test_support::expect_compiles_without_spills(
-          jit, sliced_balanced_spec(anchor(i, "fp8_block"), "sm_90a", stages), 168);
-}
-
 }  // namespace
 }  // namespace moetune::moe
