@@ -114,11 +114,26 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
     EXPECT_LT(d_graph, kRunToRun) << label << " M=" << M << ": a graph of 4 calls";
     EXPECT_LT(d_again, kRunToRun) << label << " M=" << M << ": a second call";
     // The GEMM phase alone (no out, no alignment between: the bench's gemm_us) leaves the
-    // counters zero: a layer call after three of them is still right.
-    for (int i = 0; i < 3; ++i)
+    // counters zero: a layer call after three of them is still right. Each phase's own sum (into
+    // y, token rows as out's) is the layer's too, right after a layer call (no routing launch
+    // zeroes anything before it).
+    double d_phase = 0;
+    bool bad_phase = false;
+    for (int i = 0; i < 3; ++i) {
       on.enqueue_gemm_phase(d.sets.at(0).inputs, d.weights,
                             reinterpret_cast<void*>(d.sets.at(0).workspace.ptr()),
                             d.sets.at(0).workspace.bytes(), stream);
+      if (!on.workspace_layout(M).sliced) continue;
+      stream.synchronize();
+      const std::size_t y0 = on.workspace_layout(M).y / 2, n = static_cast<std::size_t>(M) * s.K;
+      const auto y = d.sets.at(0).workspace.download_as<std::uint16_t>(y0 + n);
+      bool b = false;
+      d_phase = std::max(d_phase, rel_diff(std::vector<std::uint16_t>(y.begin() + y0, y.end()),
+                                           got, &b));
+      bad_phase = bad_phase || b;
+    }
+    EXPECT_FALSE(bad_phase) << label << " M=" << M << ": the GEMM phase's y";
+    EXPECT_LT(d_phase, kRunToRun) << label << " M=" << M << ": the GEMM phase's y";
     bool bad_after = false;
     const double d_after = rel_diff(run_layer(on, d, false, stream), got, &bad_after);
     EXPECT_FALSE(bad_after) << label << " M=" << M;
