@@ -185,13 +185,14 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
       EXPECT_LT(d_pre, kRunToRun) << label << " M=" << M << ": precomputed ids";
     }
     std::printf("%-5s %-32s M=%-3lld %-7s rel diff to the stage path %.2e (graph %.1e, again "
-                "%.1e, precomputed ids %.1e)\n",
+                "%.1e, precomputed ids %.1e, GEMM phase %.1e)\n",
                 !bad && diff < tol && d_graph < kRunToRun && d_again < kRunToRun &&
-                        d_after < kRunToRun && d_pre < kRunToRun && nonzero_empty == 0
+                        d_after < kRunToRun && d_pre < kRunToRun && nonzero_empty == 0 &&
+                        !bad_phase && d_phase < kRunToRun
                     ? "ok"
                     : "FAIL",
                 label.c_str(), static_cast<long long>(M), derives ? "derives" : "tables", diff,
-                d_graph, d_again, d_pre);
+                d_graph, d_again, d_pre, d_phase);
     std::fflush(stdout);
   }
 }
