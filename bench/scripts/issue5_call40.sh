@@ -23,27 +23,13 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
 budget_call 480
 {  # the bars on either GPU (on an H100 SXM: the table at the new defaults, 21 of 21 before)
-  mkdir -p "$OUT/bars"
-  OUT=$OUT/bars BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=40 \
-    timeout -k 5 "$(cap 220)" bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
-  echo "final_bars: exit $?"
-  grep -E "^ +(1|8|16|32|64|128|256) |rc=" "$OUT/bars_console.txt"
+  bars 220 40
   timeout "$(cap 30)" .devbin/moetune profile --model qwen3.5-122b-a10b-fp8 --tp 4 --batch 8 \
     --measured-ceilings >"$OUT/profile_m8.txt" 2>&1
   echo "profile rc=$?"; tail -n 12 "$OUT/profile_m8.txt"
 }
-mkdir -p "$OUT/ab"
-OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=12,14,16,20,22 \
-  BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
-  SIDES="new!measured-ceilings new!no-sliced!measured-ceilings" \
-  timeout -k 5 "$(cap 150)" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
-echo "stage_ab: exit $?"; grep -vE "exit 0 in" "$OUT/ab_console.txt" | grep -E "^(===|[0-9])"
-mkdir -p "$OUT/ring"
-OUT=$OUT/ring TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=8,16 \
-  BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
-  SIDES="new!measured-ceilings!sliced-stages=3 new!measured-ceilings new!measured-ceilings!sliced-stages=5" \
-  timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/ring_console.txt" 2>&1
-echo "ring A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ring_console.txt" | grep -E "^(===|[0-9])"
+anchor_ab ab 150 12,14,16,20,22 "new!measured-ceilings new!no-sliced!measured-ceilings"
+anchor_ab ring 100 8,16 "$ring_sides"
 for st in 3 5; do  # the other depths against fp64 (the default's is checked in part 1's bars)
   [ "$(left)" -lt 20 ] && break
   timeout "$(cap 25)" .devbin/moetune check --model qwen3.5-122b-a10b-fp8 --tp 4 --batch 8,16 \

@@ -27,24 +27,10 @@ for m in "qwen3.5-122b-a10b-fp8 --tp 4" "deepseek-v3 --tp 8"; do
     >"$OUT/check_${m%% *}.txt" 2>&1
   echo "check $m rc=$?: ok $(grep -c '^ok' "$OUT/check_${m%% *}.txt"); $(tail -n 1 "$OUT/check_${m%% *}.txt")"
 done
-mkdir -p "$OUT/ab"
-OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=6,8,16,20 \
-  BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
-  SIDES="new!measured-ceilings new!measured-ceilings!no-sliced-route" \
-  timeout -k 5 "$(cap 150)" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
-echo "route A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ab_console.txt" | grep -E "^(===|[0-9])"
+anchor_ab ab 150 6,8,16,20 "new!measured-ceilings new!measured-ceilings!no-sliced-route"
 if echo "$gpu" | grep -q H200; then
-  mkdir -p "$OUT/bars"
-  OUT=$OUT/bars BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=30 \
-    timeout -k 5 "$(cap 220)" bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
-  echo "final_bars: exit $?"
-  grep -E "^ +(1|8|16|32|64|128|256) |rc=" "$OUT/bars_console.txt"
+  bars 220 30
 else
-  mkdir -p "$OUT/ring"
-  OUT=$OUT/ring TESTS=none CHECK_BATCH=none RUNS=1 BENCH_BATCH=8,16 \
-    BENCH_MODELS="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8" \
-    SIDES="new!measured-ceilings!sliced-stages=3 new!measured-ceilings new!measured-ceilings!sliced-stages=5" \
-    timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/ring_console.txt" 2>&1
-  echo "ring A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ring_console.txt" | grep -E "^(===|[0-9])"
+  anchor_ab ring 100 8,16 "$ring_sides" 1
 fi
 budget_done

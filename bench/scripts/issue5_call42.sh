@@ -18,24 +18,11 @@
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
 budget_call 300
-models="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
 ring_batch=${RING_BATCH:-6,8,16,20}
 if echo "$gpu" | grep -q H200; then
   ring_batch=8,16
-  mkdir -p "$OUT/bars"
-  OUT=$OUT/bars BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=30 \
-    timeout -k 5 "$(cap 200)" bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
-  echo "final_bars: exit $?"
-  grep -E "^ +(1|8|16|32|64|128|256) |rc=" "$OUT/bars_console.txt"
+  bars 200 30
 fi
-mkdir -p "$OUT/ring"
-OUT=$OUT/ring TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=$ring_batch BENCH_MODELS="$models" \
-  SIDES="new!measured-ceilings!sliced-stages=3 new!measured-ceilings new!measured-ceilings!sliced-stages=5" \
-  timeout -k 5 "$(cap 120)" bash bench/scripts/stage_ab.sh >"$OUT/ring_console.txt" 2>&1
-echo "ring A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ring_console.txt" | grep -E "^(===|[0-9])"
-mkdir -p "$OUT/band"
-OUT=$OUT/band TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=14,16,20 BENCH_MODELS="$models" \
-  SIDES="new!measured-ceilings new!no-sliced!measured-ceilings" \
-  timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/band_console.txt" 2>&1
-echo "band A/B: exit $?"; grep -vE "exit 0 in" "$OUT/band_console.txt" | grep -E "^(===|[0-9])"
+anchor_ab ring 120 "$ring_batch" "$ring_sides"
+anchor_ab band 100 14,16,20 "new!measured-ceilings new!no-sliced!measured-ceilings"
 budget_done

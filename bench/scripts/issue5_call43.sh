@@ -13,7 +13,6 @@
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
 budget_call 330
-models="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
 timeout "$(cap 90)" .devbin/gpu_test_moe_sliced --gtest_color=no >"$OUT/gpu_test_moe_sliced.txt" 2>&1
 echo "gpu_test_moe_sliced rc=$?"; grep -E "^\[  (PASSED|FAILED)|^FAIL" "$OUT/gpu_test_moe_sliced.txt"
 for m in "qwen3.5-122b-a10b-fp8 --tp 4" "deepseek-v3 --tp 8"; do
@@ -23,19 +22,12 @@ for m in "qwen3.5-122b-a10b-fp8 --tp 4" "deepseek-v3 --tp 8"; do
   echo "check $m rc=$?: $(tail -n 1 "$OUT/check_${m%% *}.txt")"
 done
 if echo "$gpu" | grep -q H200; then
-  mkdir -p "$OUT/bars"
-  OUT=$OUT/bars BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=20 \
-    timeout -k 5 "$(cap 200)" bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
-  echo "final_bars: exit $?"
-  grep -E "^ +(1|8|16|32|64|128|256) |rc=" "$OUT/bars_console.txt"
-  sides="new!measured-ceilings!sliced-stages=3 new!measured-ceilings new!measured-ceilings!sliced-stages=5"
+  bars 200 20
+  sides="$ring_sides"
   runs=1 batch=8,16
 else
   sides="new!measured-ceilings new!measured-ceilings!sliced-stages=4"
   runs=2 batch=6,8,16,20,24
 fi
-mkdir -p "$OUT/ring"
-OUT=$OUT/ring TESTS=none CHECK_BATCH=none RUNS=$runs BENCH_BATCH=$batch BENCH_MODELS="$models" \
-  SIDES="$sides" timeout -k 5 "$(cap 120)" bash bench/scripts/stage_ab.sh >"$OUT/ring_console.txt" 2>&1
-echo "ring A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ring_console.txt" | grep -E "^(===|[0-9])"
+anchor_ab ring 120 "$batch" "$sides" "$runs"
 budget_done

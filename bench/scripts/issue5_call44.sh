@@ -21,7 +21,6 @@
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
 budget_call 330
-models="--model qwen3.5-122b-a10b-fp8 --tp 4;--model deepseek-v3 --tp 8"
 timeout -k 5 "$(cap 90)" .devbin/gpu_test_moe_sliced --gtest_color=no \
   --gtest_filter='*Balanced*' >"$OUT/gpu_test_balanced.txt" 2>&1
 echo "gpu_test_moe_sliced Balanced*: exit $?"
@@ -34,25 +33,10 @@ for m in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8"; do
 done
 echo "check: ok $(grep -c '^ok' "$OUT/check_balanced.txt"), not ok:"
 grep -vE "^ok " "$OUT/check_balanced.txt" | grep -iE "fail|not ok|error" | head -8
-mkdir -p "$OUT/ab"
-OUT=$OUT/ab TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=6,8,14,16,20,24 BENCH_MODELS="$models" \
-  SIDES="new!measured-ceilings new!measured-ceilings!sliced-balanced" \
-  timeout -k 5 "$(cap 150)" bash bench/scripts/stage_ab.sh >"$OUT/ab_console.txt" 2>&1
-echo "balanced A/B: exit $?"; grep -vE "exit 0 in" "$OUT/ab_console.txt" | grep -E "^(===|[0-9])"
+anchor_ab ab 150 6,8,14,16,20,24 "new!measured-ceilings new!measured-ceilings!sliced-balanced"
 # Where the defaults run the stage path (a one-slice grid of 1.2..1.3 or 2.4+ waves): balanced
 # has no waves. Prediction: H100 SXM M = 10, 12 -0..-4% against the stage path (M >= 28: the
 # alignment's worst case, 448+ slices, exceeds 3 x 132 and the balanced kernel does not run).
-mkdir -p "$OUT/ab2"
-OUT=$OUT/ab2 TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=10,12 BENCH_MODELS="$models" \
-  SIDES="new!measured-ceilings new!measured-ceilings!sliced!sliced-balanced" \
-  timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/ab2_console.txt" 2>&1
-echo "balanced A/B off the band: exit $?"
-grep -vE "exit 0 in" "$OUT/ab2_console.txt" | grep -E "^(===|[0-9])"
-if echo "$gpu" | grep -q H200; then
-  mkdir -p "$OUT/bars"
-  OUT=$OUT/bars BENCH_BATCH=1,8,16,32,64,128,256 CHECK_S=20 \
-    timeout -k 5 "$(cap 200)" bash bench/scripts/final_bars.sh >"$OUT/bars_console.txt" 2>&1
-  echo "final_bars: exit $?"
-  grep -E "^ +(1|8|16|32|64|128|256) |rc=" "$OUT/bars_console.txt"
-fi
+anchor_ab ab2 100 10,12 "new!measured-ceilings new!measured-ceilings!sliced!sliced-balanced"
+if echo "$gpu" | grep -q H200; then bars 200 20; fi
 budget_done
