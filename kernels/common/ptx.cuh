@@ -12,11 +12,29 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
+// MOETUNE_CP_ASYNC_L2_PREFETCH: 0 (none), 64, 128 or 256, the L2 prefetch size qualifier of
+// cp_async_16 (PTX `.L2::256B`: the L2 fetches the whole aligned 256 bytes around the copied 16
+// from DRAM). The JIT defines it from the environment variable of that name (cuda/nvrtc.cpp),
+// so a measurement can compare sizes on one binary.
+#ifndef MOETUNE_CP_ASYNC_L2_PREFETCH
+#define MOETUNE_CP_ASYNC_L2_PREFETCH 0
+#endif
+#if MOETUNE_CP_ASYNC_L2_PREFETCH == 256
+#define MOETUNE_CP_ASYNC_CG "cp.async.cg.shared.global.L2::256B"
+#elif MOETUNE_CP_ASYNC_L2_PREFETCH == 128
+#define MOETUNE_CP_ASYNC_CG "cp.async.cg.shared.global.L2::128B"
+#elif MOETUNE_CP_ASYNC_L2_PREFETCH == 64
+#define MOETUNE_CP_ASYNC_CG "cp.async.cg.shared.global.L2::64B"
+#elif MOETUNE_CP_ASYNC_L2_PREFETCH == 0
+#define MOETUNE_CP_ASYNC_CG "cp.async.cg.shared.global"
+#else
+#error "MOETUNE_CP_ASYNC_L2_PREFETCH must be 0, 64, 128 or 256"
+#endif
+
 // 16-byte global -> shared copy through L2 only (.cg); src_bytes 0 zero-fills the 16 bytes
 // without reading (padding rows, tails).
 __device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(src_bytes)
+  asm volatile(MOETUNE_CP_ASYNC_CG " [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
                : "memory");
 }
 // A 4-byte global -> shared copy (through L1: .ca is the only cp.async of 4 bytes); src_bytes 0

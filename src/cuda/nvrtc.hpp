@@ -40,9 +40,14 @@ std::vector<int> nvrtc_supported_archs();
 // The CUDA toolkit include directory handed to NVRTC (cuda_bf16.h, cuda_fp8.h), or "" when none
 // was found ($CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include, next to libnvrtc).
 std::string cuda_include_dir();
-// The options every compile gets: -std=c++17, --gpu-architecture=<arch>, -default-device
-// (plus -I<cuda_include_dir()> when known, which is not part of any cache key).
+// The options every compile gets: -std=c++17, --gpu-architecture=<arch>, -default-device,
+// -DMOETUNE_CP_ASYNC_L2_PREFETCH=<n> where cp_async_l2_prefetch() > 0 (plus
+// -I<cuda_include_dir()> when known, which is not part of any cache key).
 std::vector<std::string> nvrtc_standard_options(const std::string& arch);
+// $MOETUNE_CP_ASYNC_L2_PREFETCH: the L2 prefetch size (bytes) of the kernels' 16-byte cp.async
+// (kernels/common/ptx.cuh), 0 when unset. A measurement knob: the same binary compiles (and
+// caches) both forms. Throws InputError naming the variable unless it is 0, 64, 128 or 256.
+int cp_async_l2_prefetch();
 
 // Compiles; a compile error is returned (ok=false with the log), an NVRTC failure to run at all
 // (library missing, bad arch option) throws CudaError naming the call.

@@ -4,6 +4,7 @@
 // bit-reproducible output; deriving the alignment where that fits, else with the align launch; its
 // counters in a workspace that never shrinks), the launch's refusals, and (NVRTC) that both
 // instances compile without spills on both fp8 anchors.
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
@@ -392,6 +393,27 @@ TEST_F(SlicedNvrtc, CompilesWithoutSpillsOnTheAnchors) {
       for (bool derive : {false, true})
         test_support::expect_compiles_without_spills(
             jit, sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, derive), 168);
+}
+
+// $MOETUNE_CP_ASYNC_L2_PREFETCH: the copies of the kernel carry the L2 prefetch qualifier it
+// names, in an instance of their own (another cache key); unset, none; a size PTX does not have
+// is refused naming the variable.
+TEST_F(SlicedNvrtc, CopiesTakeTheL2PrefetchSizeFromTheEnvironment) {
+  const cuda::KernelSpec k = sliced_spec(anchor(0, "fp8_block"), "sm_90a", kSlicedStages, true);
+  ::unsetenv("MOETUNE_CP_ASYNC_L2_PREFETCH");
+  const std::string plain = cuda::kernel_ptx(k);
+  const std::string plain_key = k.cache_key();
+  EXPECT_NE(plain.find("cp.async.cg.shared.global ["), std::string::npos);
+  EXPECT_EQ(plain.find("cp.async.cg.shared.global.L2::"), std::string::npos);
+  ::setenv("MOETUNE_CP_ASYNC_L2_PREFETCH", "256", 1);
+  const std::string pf = cuda::kernel_ptx(k);
+  const std::string pf_key = k.cache_key();
+  ::setenv("MOETUNE_CP_ASYNC_L2_PREFETCH", "100", 1);
+  EXPECT_THROW(cuda::nvrtc_standard_options("sm_90a"), InputError);
+  ::unsetenv("MOETUNE_CP_ASYNC_L2_PREFETCH");
+  EXPECT_NE(pf.find("cp.async.cg.shared.global.L2::256B ["), std::string::npos);
+  EXPECT_EQ(pf.find("cp.async.cg.shared.global ["), std::string::npos);
+  EXPECT_NE(plain_key, pf_key);
 }
 
 }  // namespace

@@ -36,6 +36,14 @@
 #include "common/ptx.cuh"
 #include "graph_timing.cuh"
 
+// RING_CP: the cp.async form of every cp.async mode; a build with
+// -DRING_CP='"cp.async.cg.shared.global.L2::256B"' asks the L2 to fetch each copy's aligned 256
+// bytes from DRAM (the library's MOETUNE_CP_ASYNC_L2_PREFETCH; the tma mode's tensor map has
+// the same L2 promotion).
+#ifndef RING_CP
+#define RING_CP "cp.async.cg.shared.global"
+#endif
+
 namespace {
 constexpr int kE = 256, kRows = 512, kK = 3072;  // w13 of Qwen3.5 fp8 TP4: [E, 2N, K] e4m3
 constexpr long long kSetBytes = 1LL * kE * kRows * kK;
@@ -120,7 +128,7 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
 #pragma unroll
             for (int j = 0; j < 16; ++j) {
               const int idx = p + j * 128, r = idx / 8, c = idx % 8;
-              asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+              asm volatile(RING_CP " [%0], [%1], 16;" ::"r"(
                                dst + r * 128 + ((c ^ (r & 7)) * 16)),
                            "l"(w + (long long)r * kK + ti * kTileK + c * 16)
                            : "memory");
@@ -154,9 +162,9 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
         const int idx = p + j * 128, r = idx / 8, c = idx % 8;
         const unsigned off = r * 128 + ((c ^ (r & 7)) * 16);
         const unsigned char* src = w + (long long)r * kK + (kt0 + i) * kTileK + c * 16;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d0 + off), "l"(src)
+        asm volatile(RING_CP " [%0], [%1], 16;" ::"r"(d0 + off), "l"(src)
                      : "memory");
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d1 + off), "l"(src + kTileK)
+        asm volatile(RING_CP " [%0], [%1], 16;" ::"r"(d1 + off), "l"(src + kTileK)
                      : "memory");
       }
       // Each arrival waits for all of this thread's copies so far: unit i lands with unit i + 1.
@@ -186,7 +194,7 @@ __global__ void __launch_bounds__(256) ring(const unsigned char* __restrict__ se
                   ? w + (long long)(g * (kTileRows / DEEP) + r) * kK + kk * kTileK * DEEP + c * 16
                   : w + (long long)ti * kTileBytes + idx * 16;
           const unsigned off = (c / 8) * (kTileBytes / DEEP) + r * 128 + (((c % 8) ^ (r & 7)) * 16);
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + off), "l"(src)
+          asm volatile(RING_CP " [%0], [%1], 16;" ::"r"(dst + off), "l"(src)
                        : "memory");
         }
         moetune::mbar::arrive_on_cp_async(full);
@@ -350,6 +358,23 @@ int main() {
         run<kDynamic, 4, 4, 1>("dyn", all_sets, tmap, experts, s, sink, st, q);
         run<kDynamic, 4, 8, 1>("dyn", all_sets, tmap, experts, s, sink, st, q);
         run<kDynamic, 3, 4, 1>("dyn", all_sets, tmap, experts, s, sink, st, q);
+      }
+    CK(cudaDeviceSynchronize());
+    return 0;
+  }
+  // RING_COPY_PF=1: the library's unit shapes (d1: 128-byte runs, as w2's; d2: 256-byte runs,
+  // as the sliced kernel's GEMM1) and contiguous tiles at 57 and 101 experts, two passes: built
+  // with and without RING_CP's L2::256B, the L2 prefetch size's A/B on copies alone.
+  if (std::getenv("RING_COPY_PF") != nullptr) {
+    unsigned long long* st;
+    CK(cudaMalloc(&st, 3 * kMaxBlocks * sizeof(unsigned long long)));
+    CK(cudaMemset(st, 0, 3 * kMaxBlocks * sizeof(unsigned long long)));
+    for (int pass = 0; pass < 2; ++pass)
+      for (int experts : {57, 101}) {
+        run<kCpAsync, 4, 1, 1>("cpasync", all_sets, tmap, experts, s, sink, st);
+        run<kCpAsync, 4, 1, 2>("cpasync", all_sets, tmap, experts, s, sink, st);
+        run<kContiguous, 4, 1, 1>("cont", all_sets, tmap, experts, s, sink, st);
+        run<kTma, 4>("tma", all_sets, tmap, experts, s, sink);
       }
     CK(cudaDeviceSynchronize());
     return 0;
