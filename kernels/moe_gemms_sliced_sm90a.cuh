@@ -45,6 +45,13 @@
 #include "common/sliced_plan.cuh"
 #include "common/wgmma.cuh"
 
+// The L2 prefetch size (bytes, common/ptx.cuh) of the w2 copies: each is 128 bytes of a 256-byte
+// w2 row whose other half the sibling slice's block reads at about the same time. The JIT
+// defines it from the environment variable of that name (cuda/nvrtc.cpp).
+#ifndef MOETUNE_SLICED_W2_L2_PREFETCH
+#define MOETUNE_SLICED_W2_L2_PREFETCH MOETUNE_CP_ASYNC_L2_PREFETCH
+#endif
+
 namespace moetune {
 namespace sliced_detail {
 
@@ -244,8 +251,8 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         const unsigned char* wb = w2_base + (long long)u * kUnitRows * N;
 #pragma unroll
         for (int i = 0; i < 16; ++i)
-          ptx::cp_async_16(base + kUpATileBytes + dst0 + i * 16 * kUnitK,
-                           wb + (long long)(16 * i) * N, 16);
+          ptx::cp_async_16_l2<MOETUNE_SLICED_W2_L2_PREFETCH>(
+              base + kUpATileBytes + dst0 + i * 16 * kUnitK, wb + (long long)(16 * i) * N, 16);
       }
       mbar::arrive_on_cp_async(full_bar(st));
     }

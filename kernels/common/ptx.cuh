@@ -12,30 +12,39 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// MOETUNE_CP_ASYNC_L2_PREFETCH: 0 (none), 64, 128 or 256, the L2 prefetch size qualifier of
-// cp_async_16 (PTX `.L2::256B`: the L2 fetches the whole aligned 256 bytes around the copied 16
-// from DRAM). The JIT defines it from the environment variable of that name (cuda/nvrtc.cpp),
-// so a measurement can compare sizes on one binary.
+// 16-byte global -> shared copy through L2 only (.cg); src_bytes 0 zero-fills the 16 bytes
+// without reading (padding rows, tails). L2_PREFETCH (0, 64, 128 or 256 bytes): PTX's L2 prefetch
+// size qualifier (`.L2::256B`: the L2 fetches the aligned 256 bytes around the 16 from DRAM).
+// On an H100 SXM (forty-third session, ring_copy) 256 made 128-byte runs per row copy 3% faster
+// and 256-byte runs 0.4% slower.
+template <int L2_PREFETCH>
+__device__ __forceinline__ void cp_async_16_l2(unsigned dst, const void* src, int src_bytes) {
+  static_assert(L2_PREFETCH == 0 || L2_PREFETCH == 64 || L2_PREFETCH == 128 || L2_PREFETCH == 256,
+                "L2 prefetch sizes: 0, 64, 128, 256");
+  if constexpr (L2_PREFETCH == 256)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+  else if constexpr (L2_PREFETCH == 128)
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+  else if constexpr (L2_PREFETCH == 64)
+    asm volatile("cp.async.cg.shared.global.L2::64B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+}
+// MOETUNE_CP_ASYNC_L2_PREFETCH: cp_async_16's size (0 when undefined). The JIT defines it from
+// the environment variable of that name (cuda/nvrtc.cpp), so one binary compares sizes.
 #ifndef MOETUNE_CP_ASYNC_L2_PREFETCH
 #define MOETUNE_CP_ASYNC_L2_PREFETCH 0
 #endif
-#if MOETUNE_CP_ASYNC_L2_PREFETCH == 256
-#define MOETUNE_CP_ASYNC_CG "cp.async.cg.shared.global.L2::256B"
-#elif MOETUNE_CP_ASYNC_L2_PREFETCH == 128
-#define MOETUNE_CP_ASYNC_CG "cp.async.cg.shared.global.L2::128B"
-#elif MOETUNE_CP_ASYNC_L2_PREFETCH == 64
-#define MOETUNE_CP_ASYNC_CG "cp.async.cg.shared.global.L2::64B"
-#elif MOETUNE_CP_ASYNC_L2_PREFETCH == 0
-#define MOETUNE_CP_ASYNC_CG "cp.async.cg.shared.global"
-#else
-#error "MOETUNE_CP_ASYNC_L2_PREFETCH must be 0, 64, 128 or 256"
-#endif
-
-// 16-byte global -> shared copy through L2 only (.cg); src_bytes 0 zero-fills the 16 bytes
-// without reading (padding rows, tails).
 __device__ __forceinline__ void cp_async_16(unsigned dst, const void* src, int src_bytes) {
-  asm volatile(MOETUNE_CP_ASYNC_CG " [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-               : "memory");
+  cp_async_16_l2<MOETUNE_CP_ASYNC_L2_PREFETCH>(dst, src, src_bytes);
 }
 // A 4-byte global -> shared copy (through L1: .ca is the only cp.async of 4 bytes); src_bytes 0
 // zero-fills. The GEMM kernels' per-slot scales ride with their ring slot this way.

@@ -189,18 +189,19 @@ std::string cuda_include_dir() {
   return dir;
 }
 
-int cp_async_l2_prefetch() {
-  const std::string v = env("MOETUNE_CP_ASYNC_L2_PREFETCH");
-  if (v.empty()) return 0;
+int l2_prefetch_knob(const char* name) {
+  const std::string v = env(name);
+  if (v.empty()) return -1;
   for (int ok : {0, 64, 128, 256})
     if (v == std::to_string(ok)) return ok;
-  throw InputError("MOETUNE_CP_ASYNC_L2_PREFETCH", v, "must be 0, 64, 128 or 256 (bytes)");
+  throw InputError(name, v, "must be 0, 64, 128 or 256 (bytes)");
 }
 
 std::vector<std::string> nvrtc_standard_options(const std::string& arch) {
   std::vector<std::string> opts = {"-std=c++17", "--gpu-architecture=" + arch, "-default-device"};
-  if (const int pf = cp_async_l2_prefetch(); pf > 0)
-    opts.push_back("-DMOETUNE_CP_ASYNC_L2_PREFETCH=" + std::to_string(pf));
+  for (const char* knob : kL2PrefetchKnobs)
+    if (const int pf = l2_prefetch_knob(knob); pf >= 0)
+      opts.push_back(std::string("-D") + knob + "=" + std::to_string(pf));
   if (auto inc = cuda_include_dir(); !inc.empty()) opts.push_back("-I" + inc);
   return opts;
 }

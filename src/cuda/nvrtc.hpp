@@ -40,14 +40,19 @@ std::vector<int> nvrtc_supported_archs();
 // The CUDA toolkit include directory handed to NVRTC (cuda_bf16.h, cuda_fp8.h), or "" when none
 // was found ($CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include, next to libnvrtc).
 std::string cuda_include_dir();
+// The environment variables the JIT hands the kernels as defines, each an L2 prefetch size in
+// bytes (kernels/common/ptx.cuh): MOETUNE_CP_ASYNC_L2_PREFETCH, every 16-byte cp.async;
+// MOETUNE_SLICED_W2_L2_PREFETCH, the sliced kernel's w2 copies (unset: the first one's). Knobs
+// for measurements: one binary compiles (and caches, under another key) each form.
+inline constexpr const char* kL2PrefetchKnobs[] = {"MOETUNE_CP_ASYNC_L2_PREFETCH",
+                                                   "MOETUNE_SLICED_W2_L2_PREFETCH"};
+// The knob's value: -1 when unset or empty. Throws InputError naming the variable unless it is
+// 0, 64, 128 or 256.
+int l2_prefetch_knob(const char* name);
 // The options every compile gets: -std=c++17, --gpu-architecture=<arch>, -default-device,
-// -DMOETUNE_CP_ASYNC_L2_PREFETCH=<n> where cp_async_l2_prefetch() > 0 (plus
-// -I<cuda_include_dir()> when known, which is not part of any cache key).
+// -D<knob>=<bytes> for each kL2PrefetchKnobs set (plus -I<cuda_include_dir()> when known, which
+// is not part of any cache key).
 std::vector<std::string> nvrtc_standard_options(const std::string& arch);
-// $MOETUNE_CP_ASYNC_L2_PREFETCH: the L2 prefetch size (bytes) of the kernels' 16-byte cp.async
-// (kernels/common/ptx.cuh), 0 when unset. A measurement knob: the same binary compiles (and
-// caches) both forms. Throws InputError naming the variable unless it is 0, 64, 128 or 256.
-int cp_async_l2_prefetch();
 
 // Compiles; a compile error is returned (ok=false with the log), an NVRTC failure to run at all
 // (library missing, bad arch option) throws CudaError naming the call.

@@ -395,25 +395,46 @@ TEST_F(SlicedNvrtc, CompilesWithoutSpillsOnTheAnchors) {
             jit, sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, derive), 168);
 }
 
-// $MOETUNE_CP_ASYNC_L2_PREFETCH: the copies of the kernel carry the L2 prefetch qualifier it
-// names, in an instance of their own (another cache key); unset, none; a size PTX does not have
-// is refused naming the variable.
-TEST_F(SlicedNvrtc, CopiesTakeTheL2PrefetchSizeFromTheEnvironment) {
+// The L2 prefetch knobs (cuda/nvrtc.hpp): MOETUNE_CP_ASYNC_L2_PREFETCH gives every copy of the
+// kernel its qualifier, MOETUNE_SLICED_W2_L2_PREFETCH the w2 copies only, each in an instance of
+// its own (another cache key); unset, none; a size PTX does not have is refused naming the
+// variable.
+TEST_F(SlicedNvrtc, CopiesTakeTheL2PrefetchSizesFromTheEnvironment) {
   const cuda::KernelSpec k = sliced_spec(anchor(0, "fp8_block"), "sm_90a", kSlicedStages, true);
-  ::unsetenv("MOETUNE_CP_ASYNC_L2_PREFETCH");
+  const char* all = "MOETUNE_CP_ASYNC_L2_PREFETCH";
+  const char* w2 = "MOETUNE_SLICED_W2_L2_PREFETCH";
+  ::unsetenv(all);
+  ::unsetenv(w2);
   const std::string plain = cuda::kernel_ptx(k);
   const std::string plain_key = k.cache_key();
-  EXPECT_NE(plain.find("cp.async.cg.shared.global ["), std::string::npos);
-  EXPECT_EQ(plain.find("cp.async.cg.shared.global.L2::"), std::string::npos);
-  ::setenv("MOETUNE_CP_ASYNC_L2_PREFETCH", "256", 1);
-  const std::string pf = cuda::kernel_ptx(k);
-  const std::string pf_key = k.cache_key();
-  ::setenv("MOETUNE_CP_ASYNC_L2_PREFETCH", "100", 1);
+  ::setenv(all, "256", 1);
+  const std::string every = cuda::kernel_ptx(k);
+  const std::string every_key = k.cache_key();
+  ::unsetenv(all);
+  ::setenv(w2, "256", 1);
+  const std::string w2_only = cuda::kernel_ptx(k);
+  const std::string w2_key = k.cache_key();
+  ::setenv(w2, "100", 1);
   EXPECT_THROW(cuda::nvrtc_standard_options("sm_90a"), InputError);
-  ::unsetenv("MOETUNE_CP_ASYNC_L2_PREFETCH");
-  EXPECT_NE(pf.find("cp.async.cg.shared.global.L2::256B ["), std::string::npos);
-  EXPECT_EQ(pf.find("cp.async.cg.shared.global ["), std::string::npos);
-  EXPECT_NE(plain_key, pf_key);
+  ::unsetenv(w2);
+  auto count = [](const std::string& ptx, const std::string& what) {
+    int n = 0;
+    for (auto p = ptx.find(what); p != std::string::npos; p = ptx.find(what, p + 1)) ++n;
+    return n;
+  };
+  const std::string cp = "cp.async.cg.shared.global [";
+  const std::string cp256 = "cp.async.cg.shared.global.L2::256B [";
+  // The producer's copies: w13 and the token rows (loops unrolled), w2's 16 rows a thread.
+  const int copies = count(plain, cp);
+  EXPECT_GE(copies, 18);
+  EXPECT_EQ(count(plain, cp256), 0);
+  EXPECT_EQ(count(every, cp), 0);
+  EXPECT_EQ(count(every, cp256), copies);
+  EXPECT_EQ(count(w2_only, cp256), 16);
+  EXPECT_EQ(count(w2_only, cp), copies - 16);
+  EXPECT_NE(plain_key, every_key);
+  EXPECT_NE(plain_key, w2_key);
+  EXPECT_NE(every_key, w2_key);
 }
 
 }  // namespace
