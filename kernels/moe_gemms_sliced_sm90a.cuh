@@ -32,11 +32,19 @@
 // - ALIGN_E > 0: the block derives its m-block's expert and slots from topk_ids itself
 //   (common/inline_align.cuh, as the stage GEMM1 can), so no alignment launch runs; the
 //   routing launch then zeroes the counters. ALIGN_E = 0 reads the alignment's tables.
+// - PAIR (N = 256; launched as clusters of two blocks, the m-block's two slices): after GEMM1
+//   each block stores its activation tile and scales into its partner's shared memory too
+//   (distributed shared memory, an arrival on the partner's mbarrier), and GEMM2 takes units of
+//   128 w2 rows x 256 columns (GEMM1's layout: 256-byte runs) over both halves for its half of
+//   out's columns (sliced_plan.cuh). The cluster barrier's arrive after the mbarrier inits and
+//   its wait before the first store into the partner keep the partner's barrier initialized
+//   first; nothing else couples the two (a partner that ends early has read nothing of ours).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include "common/act.cuh"
+#include "common/cluster.cuh"
 #include "common/inline_align.cuh"
 #include "common/mbarrier.cuh"
 #include "common/pdl.cuh"
@@ -67,7 +75,8 @@ template <int N,              // per-rank expert intermediate size
           int TOPK,           // experts per token
           int SCALE_BLOCK_N,  // block_n of the weight scales (block_k is 128)
           int NUM_STAGES,     // ring slots
-          int ALIGN_E>        // 0: the alignment's tables; else the local experts (derived here)
+          int ALIGN_E,        // 0: the alignment's tables; else the local experts (derived here)
+          int PAIR = 0>       // 1: clusters of two blocks swap activation halves (N = 256)
 __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     moe_gemms_sliced(const unsigned char* __restrict__ a_q,     // [M, K] e4m3
                      const float* __restrict__ a_scale,         // [M, K/128]
@@ -101,17 +110,24 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   static_assert(kUpDepth == 2 && 2 * KH == KU1, "GEMM1 units: 128 rows x 256 deep, two halves");
   static_assert(ALIGN_E == 0 || tile_math::inline_align_scratch_bytes(ALIGN_E) <= kStageBytes,
                 "the derivation's scratch lives in ring slot 0");
+  static_assert(PAIR == 0 || pairs(N), "pairs take two slices (N = 256)");
 
+  // (PAIR: slice j's activation tile and scales at index j, in both blocks of the pair.)
+  const int b = blockIdx.x / NS, j = blockIdx.x % NS;
+  const int own = PAIR ? j : 0;
   extern __shared__ __align__(1024) unsigned char smem[];
-  unsigned char* s_act = smem + S * kStageBytes;             // GEMM2's B tile [16][128] e4m3
-  unsigned char* s_out = s_act + kActTileBytes;              // 2 x [16][kOutRowBytes] bf16
+  unsigned char* s_act2 = smem + S * kStageBytes;            // GEMM2's B: 2 x [16][128] e4m3
+  unsigned char* s_act = s_act2 + own * kActTileBytes;       // this block's tile
+  unsigned char* s_out = s_act2 + 2 * kActTileBytes;         // 2 x [16][kOutRowBytes] bf16
   float* s_sc = reinterpret_cast<float*>(s_out + 2 * kBlockM * kOutRowBytes);  // [S][40]
-  float* s_asc = s_sc + S * kSlotScales;                     // [16] activation scales
-  int* s_slot = reinterpret_cast<int*>(s_asc + kBlockM);     // [16]
+  float* s_asc2 = s_sc + S * kSlotScales;                    // [2][16] activation scales
+  float* s_asc = s_asc2 + own * kBlockM;
+  int* s_slot = reinterpret_cast<int*>(s_asc2 + 2 * kBlockM);  // [16]
   int* s_ticket = s_slot + kBlockM;                          // 4 ints
   const unsigned bar_base = ptx::smem_addr(s_ticket + 4);
   auto full_bar = [&](int st) { return bar_base + 8u * st; };
   auto empty_bar = [&](int st) { return bar_base + 8u * (S + st); };
+  const unsigned pair_bar = bar_base + 16u * S;  // the partner's activation has landed
   const unsigned smem_base = ptx::smem_addr(smem);
 
   const int tid = threadIdx.x;
@@ -127,7 +143,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   // The ticket's round trip overlaps the derivation below (its value is read after it).
   int my_ticket = 0;
   if (tid == 0 && !out_zeroed) my_ticket = atomicAdd(next_ticket, 1);
-  const int b = blockIdx.x / NS, j = blockIdx.x % NS;
   const long long num_slots = M * TOPK;
   int total, e;
   if constexpr (ALIGN_E > 0) {
@@ -151,8 +166,13 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       mbar::init(full_bar(st), kProducerThreads);    // every producer thread's copies landed
       mbar::init(empty_bar(st), kConsumerThreads / 32);  // lane 0 of every consumer warp
     }
+    if constexpr (PAIR) {
+      mbar::init(pair_bar, kConsumerThreads);  // every consumer thread of the partner
+      mbar::fence_init();                      // visible to the partner's arrivals
+    }
   }
   __syncthreads();
+  if constexpr (PAIR) cluster::arrive();  // this block's barriers exist (waited on after GEMM1)
   const int ticket = *s_ticket;
   const int zero_blocks = min(static_cast<int>(gridDim.x), kZeroBlocks);
   const bool zeroes = !out_zeroed && ticket < zero_blocks;
@@ -241,6 +261,22 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         for (int i = 0; i < 16; ++i)
           ptx::cp_async_16(base + kUpATileBytes + usw + i * 8 * kUnitK,
                            wk + (long long)(8 * i) * K, 16);
+      } else if constexpr (PAIR) {
+        // Unit u: w2 rows K/2 j + 128 u + r (r < 128), all 256 columns as two 128-deep
+        // K-subtiles, GEMM1's copy pattern; the scales of (warpgroup q / 2, subtile q % 2).
+        const int u = idx - KU1;
+        const int row_u = j * (K / 2) + u * kUpRows;
+        if (ltid >= kBlockM && ltid < kBlockM + 4) {
+          const int q = ltid - kBlockM;
+          const int row = row_u + (q / 2) * 64;
+          ptx::cp_async_4(
+              sc_dst, w2_scale + ((long long)e * (K / kSBN) + row / kSBN) * KU2 + q % 2, 4);
+        }
+        const unsigned char* wb = w2 + ((long long)e * K + row_u + urow0) * N + uc * 16;
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+          ptx::cp_async_16_l2<MOETUNE_SLICED_W2_L2_PREFETCH>(
+              base + kUpATileBytes + usw + i * 8 * kUnitK, wb + (long long)(8 * i) * N, 16);
       } else {
         const int u = idx - KU1;
         if (ltid >= kBlockM && ltid < kBlockM + 4) {  // slice q's w2_scale
@@ -281,11 +317,11 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   for (int i = 0; i < 2; ++i)
 #pragma unroll
     for (int q = 0; q < 8; ++q) acc[i][q] = 0.f;
-  // GEMM1: the wgmmas of the unit in slot st, K-subtile s into part[s] (this warpgroup's m64
-  // slice of the unit's 128 rows); waits for them.
-  auto mma_up_unit = [&](int st) {
-    const unsigned a_base = smem_base + st * kStageBytes;
-    const unsigned w_base = a_base + kUpATileBytes + wg * 64 * kUnitK;
+  // GEMM1 (and a pair's GEMM2): the wgmmas of the unit in slot st, K-subtile s into part[s]
+  // (this warpgroup's m64 slice of the unit's 128 rows) against the token tiles at b_base
+  // (two [16][128], kActTileBytes apart); waits for them.
+  auto mma_up_unit = [&](int st, unsigned b_base) {
+    const unsigned w_base = smem_base + st * kStageBytes + kUpATileBytes + wg * 64 * kUnitK;
     wgmma::fence();
 #pragma unroll
     for (int sub = 0; sub < kUpDepth; ++sub)
@@ -293,7 +329,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       for (int ks = 0; ks < kUnitK / 32; ++ks)
         wgmma::mma_e4m3<16>(part[sub],
                             wgmma::make_desc(w_base + sub * kUpRows * kUnitK + ks * 32),
-                            wgmma::make_desc(a_base + sub * kActTileBytes + ks * 32),
+                            wgmma::make_desc(b_base + sub * kActTileBytes + ks * 32),
                             ks == 0 ? 0 : 1);
     wgmma::commit();
     wgmma::wait<0>();
@@ -330,7 +366,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         for (int q = 0; q < 4; ++q) sa[sub][q] = s_sc[st * kSlotScales + sub * kBlockM + tok(q)];
         sw[sub] = s_sc[st * kSlotScales + kUpWScale + 2 * wg + sub];
       }
-      mma_up_unit(st);
+      mma_up_unit(st, smem_base + st * kStageBytes);
       if (lane == 0) mbar::arrive(empty_bar(st));
 #pragma unroll
       for (int sub = 0; sub < kUpDepth; ++sub)
@@ -355,6 +391,13 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         bf16_bits(act::silu_mul_fast(acc[0][q], acc[1][q]));
   }
   consumer_sync();
+  // PAIR: the partner's barriers exist once the cluster barrier's phase (arrived after the
+  // inits) completes; its tile and scales for this slice sit at the same offsets as ours.
+  unsigned peer = 0;
+  if constexpr (PAIR) {
+    cluster::wait();
+    peer = cluster::rank() ^ 1u;
+  }
   for (int r = warp; r < kBlockM; r += kConsumerThreads / 32) {
     const unsigned short* src =
         reinterpret_cast<const unsigned short*>(s_out + r * kOutRowBytes + lane * 8);
@@ -373,10 +416,17 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     for (int i = 0; i < 4; ++i)
       word |= static_cast<unsigned>(__nv_cvt_float_to_fp8(v[i] / sc, __NV_SATFINITE, __NV_E4M3))
               << (8 * i);
-    *reinterpret_cast<unsigned*>(s_act + r * kUnitK + (((lane / 4) ^ (r & 7)) * 16) +
-                                 (lane & 3) * 4) = valid ? word : 0u;
+    unsigned char* dst = s_act + r * kUnitK + (((lane / 4) ^ (r & 7)) * 16) + (lane & 3) * 4;
+    *reinterpret_cast<unsigned*>(dst) = valid ? word : 0u;
     if (lane == 0) s_asc[r] = valid ? sc : 0.f;
+    if constexpr (PAIR) {
+      cluster::store(cluster::map(ptx::smem_addr(dst), peer), valid ? word : 0u);
+      if (lane == 0)
+        cluster::store(cluster::map(ptx::smem_addr(s_asc + r), peer),
+                       __float_as_uint(valid ? sc : 0.f));
+    }
   }
+  if constexpr (PAIR) cluster::arrive_remote(cluster::map(pair_bar, peer));  // after our stores
   wgmma::fence_proxy_async();  // our generic-proxy writes of s_act -> the wgmma reads below
   // Out must be zeroed before the first add: the zeroing blocks' count (acquire), long reached.
   if (tid == 0 && !out_zeroed) {
@@ -388,11 +438,52 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     __threadfence();
   }
   consumer_sync();
-  float scale_t[4];  // this thread's token slots: activation scale x routed weight
+  if constexpr (PAIR) {  // the partner's half has landed in s_act2 / s_asc2
+    cluster::wait_local(pair_bar, 0);
+    wgmma::fence_proxy_async();
+  }
+  // This thread's token slots: activation scale x routed weight (PAIR: slice 0's, slice 1's).
+  float scale_t[4], scale_p[4];
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     const int slot = s_slot[tok(q)];
-    scale_t[q] = slot < 0 ? 0.f : s_asc[tok(q)] * __ldg(topk_weights + slot);
+    const float w = slot < 0 ? 0.f : __ldg(topk_weights + slot);
+    scale_t[q] = (PAIR ? s_asc2[tok(q)] : s_asc[tok(q)]) * w;
+    scale_p[q] = PAIR ? s_asc2[kBlockM + tok(q)] * w : 0.f;
+  }
+
+  // ---- GEMM2 of a pair: out's columns [K/2 j, K/2 j + K/2), 128 at a time, both halves ------
+  if constexpr (PAIR) {
+    const unsigned act2_addr = ptx::smem_addr(s_act2);
+    for (int u = 0; u < ND; ++u) {
+      const int idx = KU1 + u, st = idx % S;
+      mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));
+      wgmma::fence_proxy_async();
+      float sw[2];  // w2's block scales of this warpgroup's 64 rows, intermediate half 0 / 1
+#pragma unroll
+      for (int sub = 0; sub < 2; ++sub) sw[sub] = s_sc[st * kSlotScales + kBlockM + 2 * wg + sub];
+      mma_up_unit(st, act2_addr);
+      if (lane == 0) mbar::arrive(empty_bar(st));
+      unsigned char* tile = s_out + (u & 1) * kBlockM * kOutRowBytes;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int q4 = 2 * (q / 4) + (q & 1);
+        const int col = wg * 64 + lane_row + 8 * ((q >> 1) & 1);
+        *reinterpret_cast<unsigned short*>(tile + tok(q4) * kOutRowBytes + col * 2) =
+            bf16_bits(part[0][q] * sw[0] * scale_t[q4] + part[1][q] * sw[1] * scale_p[q4]);
+      }
+      consumer_sync();
+      for (int i = tid; i < kBlockM * (kUpRows / 8); i += kConsumerThreads) {
+        const int r = i / (kUpRows / 8), ch = i % (kUpRows / 8);
+        const int slot = s_slot[r];
+        if (slot < 0) continue;
+        red::add8<false>(out + (long long)(slot / TOPK) * K + j * (K / 2) + u * kUpRows + ch * 8,
+                         *reinterpret_cast<const uint4*>(tile + r * kOutRowBytes + ch * 16));
+      }
+    }
+    consumer_sync();
+    finish();
+    return;
   }
 
   // ---- GEMM2: the slice's share of out's K columns, 256 at a time ----------------------------

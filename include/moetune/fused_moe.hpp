@@ -110,6 +110,11 @@ struct FusedMoeOptions {
   // (moe::kSlicedStages, measured on an H100 SXM), else 2..5 (fewer where the GPU's shared memory
   // per block holds fewer), for A/Bs on other GPUs. Else an InputError naming sliced_stages.
   int sliced_stages = 0;
+  // The sliced kernel in pairs where N = 256 (`--sliced-pairs`; moe::sliced_pairs_fit): the
+  // m-block's two slices as a cluster of two blocks that swap activation halves after GEMM1,
+  // each then running GEMM2 over the whole intermediate for half of out's columns (w2 rows in
+  // 256-byte runs). Other N: the plain instance.
+  bool sliced_pairs = false;
   // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+): GEMM1's blocks zero
   // `out`, GEMM2 adds each slot's row (times its routed weight, rounded to the output dtype) into
   // its token's row of out with bf16/fp16 atomics (red.global.add), and MoeStage::reduce
@@ -269,6 +274,8 @@ class FusedMoe {
   // The sliced kernel's ring slots where it runs (FusedMoeOptions::sliced_stages, or 4; fewer
   // where the shared memory per block holds fewer); 0 where it never can.
   int sliced_stages() const;
+  // Whether the sliced kernel runs in pairs (options.sliced_pairs where moe::sliced_pairs_fit).
+  bool sliced_pairs() const;
   // Which kernels forward() runs for M tokens, the name bench and profile report: "decode" (the
   // two decode kernels, uses_decode_kernels), "persistent" (one kernel runs both GEMMs,
   // uses_persistent_gemms), "sliced" (uses_sliced_gemms), else "stages" (a kernel per stage).

@@ -15,6 +15,13 @@
 // [128 j, 128 j + 128)), times the routed weight, added into out [M, K] (red.global.add).
 // GEMM2's reduction is split over the N / 128 slices, so no block waits for another's
 // activation.
+//
+// Pairs (PAIR, N = 256: two slices): the two slices of an m-block are a cluster of two blocks
+// that swap their activation halves through distributed shared memory after GEMM1; block j then
+// runs GEMM2 over the whole intermediate for out's columns [K/2 j, K/2 j + K/2): K / 256 units
+// of w2 rows [K/2 j + 128 u, + 128) x all 256 columns, laid out as GEMM1's (two 128-deep
+// K-subtiles), so w2 rows too come in 256-byte runs, and each out element takes one add per
+// expert instead of two.
 #pragma once
 
 // NVRTC knows the kernels' headers by their names under kernels/ (src/cuda/jit); host code
@@ -62,13 +69,16 @@ MOETUNE_HD constexpr int slices(int N) { return N / kUnitK; }           // GEMM1
 MOETUNE_HD constexpr int up_units(int K) { return K / kUnitK; }         // per block (both halves)
 MOETUNE_HD constexpr int down_units(int K) { return K / kUnitRows; }    // per block
 
-// Dynamic shared memory: the ring, the activation tile (GEMM2's B operand), two staged bf16
-// output tiles (GEMM2's adds leave from one while the next is written), each slot's scales, the
-// activation's scales, the slot table, the ticket, the full and empty mbarriers of each slot.
+// Dynamic shared memory: the ring, two activation tiles (GEMM2's B operand: the block's own, and
+// a pair's other half), two staged bf16 output tiles (GEMM2's adds leave from one while the next
+// is written), each slot's scales, the two tiles' activation scales, the slot table, the
+// ticket, the full and empty mbarriers of each slot and a pair's activation barrier.
 MOETUNE_HD constexpr int smem_bytes(int stages) {
-  return stages * kStageBytes + kActTileBytes + 2 * kBlockM * kOutRowBytes +
-         stages * kSlotScales * 4 + kBlockM * 4 + kBlockM * 4 + 16 + 2 * stages * 8;
+  return stages * kStageBytes + 2 * kActTileBytes + 2 * kBlockM * kOutRowBytes +
+         stages * kSlotScales * 4 + 2 * kBlockM * 4 + kBlockM * 4 + 16 + 2 * stages * 8 + 8;
 }
+// Whether N takes pairs (two slices: a cluster of two blocks per m-block).
+MOETUNE_HD constexpr bool pairs(int N) { return N == 2 * kUnitK; }
 
 // nullptr when the kernel takes the shape (block fp8 e4m3, [block_n, 128] blocks), else why not.
 MOETUNE_HD constexpr const char* shape_violation(int N, int K, int block_n, int block_k) {

@@ -23,6 +23,7 @@ struct CheckCliOptions {
   bool layer_only = false, verbose = false, deterministic = false, align_in_gemm1 = false,
        no_align_in_gemm1 = false, sliced = false, no_sliced = false;
   std::string sliced_stages;
+  bool sliced_pairs = false;
 };
 
 std::vector<std::string> split_list(const std::string& field, const std::string& text) {
@@ -73,6 +74,7 @@ int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
   if (o.align_in_gemm1 || o.no_align_in_gemm1) opts.alignment_in_gemm1 = o.align_in_gemm1;
   if (o.sliced || o.no_sliced) opts.sliced_gemms = o.sliced;
   if (!o.sliced_stages.empty()) opts.sliced_stages = parse_sliced_stages(o.sliced_stages);
+  opts.sliced_pairs = o.sliced_pairs;
 
   const bool own_model = g.given("model") || g.given("experts") || g.given("topk") ||
                          g.given("intermediate") || g.given("hidden");
@@ -173,6 +175,9 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
   sub->add_option("--sliced-stages", o->sliced_stages,
                   "the sliced kernel's ring slots of 36 KB, 2..5, where it runs (default: 4)")
       ->type_name("N");
+  sub->add_flag("--sliced-pairs", o->sliced_pairs,
+                "the sliced kernel, where it runs and N = 256, in pairs of blocks (clusters of "
+                "two) that swap activation halves (default: off)");
   sliced->excludes(deterministic);  // the sliced kernel's adds land in any order
   return {{sub, [&g, o] { return run_check_command(g, *o); }}};
 }

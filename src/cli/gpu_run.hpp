@@ -36,6 +36,7 @@ struct MeasureCliOptions {
   bool sliced = false;      // --sliced: the sliced GEMM kernel wherever it applies
   bool no_sliced = false;   // --no-sliced: never (default: the GPU's rule)
   std::string sliced_stages;  // --sliced-stages N: its ring slots (2..5; default 4)
+  bool sliced_pairs = false;  // --sliced-pairs: its pairs instance where N = 256
   bool persistent = false;  // --persistent: the persistent GEMM kernel where it applies (A/B)
   bool align_in_gemm1 = false;  // --align-in-gemm1: GEMM1 derives the alignment (decode sizes)
   bool no_align_in_gemm1 = false;  // --no-align-in-gemm1: never (default: the GPU's rule)

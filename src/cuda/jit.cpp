@@ -162,6 +162,15 @@ LaunchAttributes launch_attributes(const LaunchOptions& opts, int driver_version
     a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     a.value.programmaticStreamSerializationAllowed = 1;
   }
+  if (opts.cluster_x > 1) {
+    if (!has_launch_ex)
+      throw CudaError("cuLaunchKernelEx: not in this driver (a cluster launch needs it)");
+    CUlaunchAttribute& a = out.attrs[out.count++];
+    a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a.value.clusterDim.x = opts.cluster_x;
+    a.value.clusterDim.y = 1;
+    a.value.clusterDim.z = 1;
+  }
   return out;
 }
 
@@ -185,7 +194,7 @@ void LoadedKernel::launch(Dim3 grid, Dim3 block, std::size_t smem_bytes, CUstrea
                static_cast<int>(smem_bytes));
     smem_set_.store(smem_bytes);
   }
-  if (opts.pdl) {
+  if (opts.pdl || opts.cluster_x > 1) {
     const auto& api = driver();
     LaunchAttributes attrs =
         launch_attributes(opts, driver_version(), api.cuLaunchKernelEx != nullptr);

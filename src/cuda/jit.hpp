@@ -62,6 +62,9 @@ struct LaunchOptions {
   // and a non-kernel operation (a memset, an event) the edge is an ordinary full dependency.
   // Stream capture keeps it as a programmatic graph edge.
   bool pdl = false;
+  // Thread-block clusters of cluster_x blocks along x (sm_90+; the grid a multiple of it):
+  // CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION through cuLaunchKernelEx. 1: none.
+  unsigned cluster_x = 1;
 };
 
 // The oldest driver (cuDriverGetVersion) that gets PDL launches: CUDA 12.3, whose graphs keep
@@ -70,10 +73,11 @@ inline constexpr int kPdlMinDriverVersion = 12030;
 
 // The launch attributes LoadedKernel::launch passes to cuLaunchKernelEx for `opts` on a driver of
 // `driver_version` that has (`has_launch_ex`) cuLaunchKernelEx. count 0: the plain cuLaunchKernel
-// (no PDL asked, or the driver cannot: older than kPdlMinDriverVersion or no cuLaunchKernelEx).
-// Pure: no driver call, no allocation.
+// (no PDL asked, or the driver cannot: older than kPdlMinDriverVersion or no cuLaunchKernelEx;
+// and no cluster). A cluster without cuLaunchKernelEx throws CudaError. Pure otherwise: no
+// driver call, no allocation.
 struct LaunchAttributes {
-  CUlaunchAttribute attrs[1] = {};
+  CUlaunchAttribute attrs[2] = {};
   unsigned count = 0;
 };
 LaunchAttributes launch_attributes(const LaunchOptions& opts, int driver_version,

@@ -302,6 +302,7 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         fo.topk_sum_in_gemm2 = opts.topk_sum_in_gemm2;
         fo.alignment_in_gemm1 = opts.alignment_in_gemm1;
         fo.sliced_stages = opts.sliced_stages;
+        fo.sliced_pairs = opts.sliced_pairs;
         // The default config's layer as the GPU's rule runs it (the sliced kernel at M = 6..8
         // and 14..24 / 14..20 on the H100 SXM / H200); a random config's with the stage GEMMs
         // it configures, unless the sliced kernel is asked for.

@@ -59,6 +59,8 @@ struct CheckOptions {
   std::optional<bool> sliced_gemms;
   // FusedMoeOptions::sliced_stages of every layer checked (`check --sliced-stages`; 0: 4).
   int sliced_stages = 0;
+  // FusedMoeOptions::sliced_pairs of every layer checked (`check --sliced-pairs`).
+  bool sliced_pairs = false;
 };
 
 struct CheckResult {

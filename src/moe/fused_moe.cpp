@@ -164,8 +164,9 @@ struct FusedMoe::Impl {
   // is sized for (the GpuSpec's SMs); launches take at most the device's SMs (launch_grid).
   int persistent_stages = 0;
   int persistent_grid = 0;
-  // The sliced GEMM kernel's ring slots (0: it never runs here).
+  // The sliced GEMM kernel's ring slots (0: it never runs here), and whether in pairs.
   int sliced_stages = 0;
+  bool sliced_pairs = false;
   int launch_grid() const;
   std::vector<std::shared_ptr<cuda::LoadedKernel>> loaded;  // kept alive after prepare()
 
@@ -240,6 +241,8 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
       moe::sliced_unfit(shape).empty())
     impl_->sliced_stages = moe::sliced_stages(
         gpu.smem_per_block_bytes, opts.sliced_stages > 0 ? opts.sliced_stages : moe::kSlicedStages);
+  impl_->sliced_pairs =
+      impl_->sliced_stages > 0 && opts.sliced_pairs && moe::sliced_pairs_fit(shape);
   impl_->opts = std::move(opts);
 }
 
@@ -478,7 +481,8 @@ void FusedMoe::prepare(std::int64_t max_M) {
     std::set<std::string> names;
     for (std::int64_t M = 1; M <= std::min(max_M, moe::kSlicedMaxTokens); ++M) {
       if (!uses_sliced_gemms(M)) continue;
-      cuda::KernelSpec spec = moe::sliced_spec(s, arch, impl_->sliced_stages, gemm1_aligns(M));
+      cuda::KernelSpec spec =
+          moe::sliced_spec(s, arch, impl_->sliced_stages, gemm1_aligns(M), impl_->sliced_pairs);
       if (names.insert(spec.name).second) specs.push_back(std::move(spec));
     }
   }
@@ -686,6 +690,7 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
           a.expert_start = rank * s.E;
         }
         a.out_zeroed = routing_zeroes_out;
+        a.pairs = impl_->sliced_pairs;
         moe::launch_sliced(s, arch, impl_->sliced_stages, a, stream, pdl);
         return;
       }
@@ -760,6 +765,7 @@ bool FusedMoe::uses_persistent_gemms(std::int64_t M) const {
 }
 
 int FusedMoe::sliced_stages() const { return impl_->sliced_stages; }
+bool FusedMoe::sliced_pairs() const { return impl_->sliced_pairs; }
 
 bool FusedMoe::uses_sliced_gemms(std::int64_t M) const {
   const MoeShape& s = impl_->shape;

@@ -31,12 +31,18 @@ bool sliced_derives_alignment(const MoeShape& s, std::int64_t M) {
          s.E <= tile_math::kInlineAlignMaxE;
 }
 
+bool sliced_pairs_fit(const MoeShape& s) { return sliced_unfit(s).empty() && sp::pairs(s.N); }
+
 cuda::KernelSpec sliced_spec(const MoeShape& s, const std::string& arch, int stages,
-                             bool derive_alignment) {
+                             bool derive_alignment, bool pairs) {
+  if (pairs && sliced_unfit(s).empty() && !sp::pairs(s.N))
+    throw InputError("N", std::to_string(s.N), "the sliced kernel's pairs take N = 256");
   return block_fp8_spec(s, sp::shape_violation, arch, "moe_gemms_sliced_sm90a.cuh",
                         "moetune::moe_gemms_sliced", "moe_gemms_sliced", stages,
-                        {{"ALIGN_E", std::to_string(derive_alignment ? s.E : 0)}},
-                        derive_alignment ? fmt::format("_ia{}", s.E) : std::string());
+                        {{"ALIGN_E", std::to_string(derive_alignment ? s.E : 0)},
+                         {"PAIR", pairs ? "1" : "0"}},
+                        (derive_alignment ? fmt::format("_ia{}", s.E) : std::string()) +
+                            (pairs ? "_pair" : ""));
 }
 
 int sliced_counter_ints() { return sp::kCounterInts; }
@@ -83,8 +89,9 @@ void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const
                   &expert_start, &out_zeroed};
   cuda::LaunchOptions lo;
   lo.pdl = pdl;
+  lo.cluster_x = a.pairs ? 2 : 1;  // the m-block's two slices (blocks 2b, 2b + 1)
   cuda::Jit::instance()
-      .get(sliced_spec(s, arch, stages, derive))
+      .get(sliced_spec(s, arch, stages, derive, a.pairs))
       ->launch(cuda::Dim3{static_cast<unsigned>(blocks), 1, 1},
                cuda::Dim3{static_cast<unsigned>(sp::kThreads), 1, 1},
                static_cast<std::size_t>(sp::smem_bytes(stages)), stream, args, lo);

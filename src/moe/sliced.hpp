@@ -44,10 +44,15 @@ bool sliced_applies(const MoeShape& shape, std::int64_t M, const std::string& ar
 // <= tile_math::kInlineAlignMaxSlots and local experts <= kInlineAlignMaxE.
 bool sliced_derives_alignment(const MoeShape& shape, std::int64_t M);
 
+// Whether the kernel can run `shape` in pairs (N = 256: the m-block's two slices as a cluster of
+// two blocks that swap activation halves; sliced_plan.cuh).
+bool sliced_pairs_fit(const MoeShape& shape);
+
 // derive_alignment: the instance that derives its m-block's expert and slots from topk_ids
-// (SlicedArgs::topk_ids set) instead of reading the alignment's tables.
+// (SlicedArgs::topk_ids set) instead of reading the alignment's tables. pairs: the instance
+// launched as clusters of two (InputError unless sliced_pairs_fit).
 cuda::KernelSpec sliced_spec(const MoeShape& shape, const std::string& arch, int stages,
-                             bool derive_alignment = false);
+                             bool derive_alignment = false, bool pairs = false);
 
 // int32 counters the kernel needs in the workspace without SlicedArgs::out_zeroed (zero before
 // the first launch; the kernel leaves them zero, and FusedMoe's routing or alignment launch
@@ -80,6 +85,8 @@ struct SlicedArgs {
   // Unset: its first blocks zero out and the counters must be zero on entry (the kernel leaves
   // them zero).
   bool out_zeroed = false;
+  // Set: the pairs instance (sliced_pairs_fit), launched as clusters of two blocks.
+  bool pairs = false;
 };
 // One launch of max_m_blocks x N/128 blocks, a programmatic dependent launch when pdl. Throws
 // InputError on a shape it cannot run or a missing pointer.

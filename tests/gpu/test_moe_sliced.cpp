@@ -59,22 +59,27 @@ constexpr double kRunToRun = 1e-2;
 // skew: route every token's first slot to one expert (several m-blocks of one expert).
 // align: the sliced layer's FusedMoeOptions::alignment_in_gemm1 (unset: it derives the alignment
 // wherever that fits, M * topk <= 256; false: it reads the alignment launch's tables).
+// pairs: the sliced layer's FusedMoeOptions::sliced_pairs (clusters of two blocks).
 void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<std::int64_t>& batch,
-                               bool skew = false, std::optional<bool> align = std::nullopt) {
+                               bool skew = false, std::optional<bool> align = std::nullopt,
+                               bool pairs = false) {
   FusedMoeOptions on_opts, off_opts;
   on_opts.sliced_gemms = true;
+  on_opts.sliced_pairs = pairs;
   off_opts.sliced_gemms = false;  // unset: the GPU's rule (M = 6..8, 14..24 / 14..20 there)
   on_opts.alignment_in_gemm1 = align;
   on_opts.rank = off_opts.rank = rank;
   FusedMoe on(s, local_gpu(), {}, {}, on_opts), off(s, local_gpu(), {}, {}, off_opts);
   std::int64_t max_M = 1;
   for (auto M : batch) max_M = std::max(max_M, M);
+  ASSERT_EQ(on.sliced_pairs(), pairs);
   on.prepare(max_M);
   off.prepare(max_M);
   cuda::Stream stream;
   BenchData d;
   make_bench_weights(on, 21, d);
-  const std::string label = std::string(s.source) + (rank > 0 ? " rank 1 of 2" : "");
+  const std::string label = std::string(s.source) + (rank > 0 ? " rank 1 of 2" : "") +
+                            (pairs ? " (pairs)" : "");
   for (std::int64_t M : batch) {
     ASSERT_TRUE(on.uses_sliced_gemms(M)) << label << " M=" << M;
     ASSERT_FALSE(off.uses_sliced_gemms(M));
@@ -222,6 +227,23 @@ TEST_F(MoeSlicedGpu, ExpertParallelRankOneOfTwo) {
   MoeShape s = with_dtype_variant(anchor_check_shapes()[1].shape, "fp8_block");
   s.E = s.E_global / 2;  // EP 2: this rank holds global experts [E, 2E)
   expect_matches_stage_path(s, 1, {8, 16});
+}
+
+// The pairs instance (N = 256 on both anchors): the same cases.
+TEST_F(MoeSlicedGpu, PairsMatchStagePath) {
+  const MoeShape q = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
+  const MoeShape d = with_dtype_variant(anchor_check_shapes()[1].shape, "fp8_block");
+  expect_matches_stage_path(q, 0, {1, 5, 6, 7, 8, 13, 16, 24, 32, 64}, false, std::nullopt, true);
+  expect_matches_stage_path(d, 0, {3, 8, 16, 33}, false, std::nullopt, true);
+}
+
+TEST_F(MoeSlicedGpu, PairsSkewedTablesAndExpertParallel) {
+  const MoeShape q = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
+  expect_matches_stage_path(q, 0, {16, 32, 40, 64}, true, std::nullopt, true);
+  expect_matches_stage_path(q, 0, {8, 16, 32}, false, false, true);
+  MoeShape d = with_dtype_variant(anchor_check_shapes()[1].shape, "fp8_block");
+  d.E = d.E_global / 2;
+  expect_matches_stage_path(d, 1, {8, 16}, false, std::nullopt, true);
 }
 
 }  // namespace

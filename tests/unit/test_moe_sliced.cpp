@@ -378,21 +378,39 @@ TEST(MoeSliced, DerivingInstanceIsItsOwnKernel) {
   const cuda::KernelSpec d = sliced_spec(q, "sm_90a", 4, true);
   EXPECT_EQ(d.name, "moe_gemms_sliced_fp8b128x128_k3072_n256_top8_s4_ia256");
   EXPECT_NE(d.name, sliced_spec(q, "sm_90a", 4).name);
-  EXPECT_EQ(d.template_args.back(), (std::pair<std::string, std::string>{"ALIGN_E", "256"}));
-  EXPECT_EQ(sliced_spec(q, "sm_90a", 4).template_args.back().second, "0");
+  auto arg = [](const cuda::KernelSpec& k, const std::string& name) {
+    for (const auto& a : k.template_args)
+      if (a.first == name) return a.second;
+    return std::string("(none)");
+  };
+  EXPECT_EQ(arg(d, "ALIGN_E"), "256");
+  EXPECT_EQ(arg(sliced_spec(q, "sm_90a", 4), "ALIGN_E"), "0");
+  EXPECT_EQ(arg(d, "PAIR"), "0");
+  // Pairs: an instance of its own, for N = 256 only.
+  const cuda::KernelSpec p = sliced_spec(q, "sm_90a", 4, true, true);
+  EXPECT_EQ(arg(p, "PAIR"), "1");
+  EXPECT_EQ(p.name, d.name + "_pair");
+  EXPECT_TRUE(sliced_pairs_fit(q));
+  MoeShape wide = q;
+  wide.N = 512;
+  EXPECT_FALSE(sliced_pairs_fit(wide));
+  EXPECT_THROW(sliced_spec(wide, "sm_90a", 4, true, true), InputError);
+  EXPECT_NO_THROW(sliced_spec(wide, "sm_90a", 4, true, false));
 }
 
 class SlicedNvrtc : public test_support::NvrtcTest {};
 
 // 384 threads at one block per SM (the kernel's __launch_bounds__(384, 1)): no spills on either
-// fp8 anchor, at the layer's ring depth and the shallowest, reading the tables or deriving them.
+// fp8 anchor, at the layer's ring depth and the shallowest, reading the tables or deriving them,
+// plain or in pairs.
 TEST_F(SlicedNvrtc, CompilesWithoutSpillsOnTheAnchors) {
   test_support::ScratchJit jit("sliced-nvrtc");
   for (int i : {0, 1})
     for (int stages : {2, kSlicedStages})
       for (bool derive : {false, true})
-        test_support::expect_compiles_without_spills(
-            jit, sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, derive), 168);
+        for (bool pairs : {false, true})
+          test_support::expect_compiles_without_spills(
+              jit, sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, derive, pairs), 168);
 }
 
 // The L2 prefetch knobs (cuda/nvrtc.hpp): MOETUNE_CP_ASYNC_L2_PREFETCH gives every copy of the
