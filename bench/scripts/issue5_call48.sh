@@ -1,0 +1,23 @@
+#!/bin/bash
+# Issue 5, forty-third session, fourth call: cp.async's L2 prefetch size on the stage path
+# (MOETUNE_CP_ASYNC_L2_PREFETCH=256 on every 16-byte copy; past the sliced kernel's band only the
+# stage kernels take it). Call 1 (an H100 SXM) had the fp8 layer -1.2% (Qwen3.5) and -3.4%
+# (DeepSeek-V3) at M = 64 and bf16 mixed (M = 8 +1.9%, 16 -1.4%, 64 +0.8%): the stage kernels'
+# K-tiles are 128-byte runs per row whose next 128 bytes the same block reads next (ring_copy's
+# d1, 3.1% faster with the prefetch). Carry .devbin (`moetune` from pdl_build_devbin.sh).
+# Whichever GPU: the layer A/B, defaults against 256 (two interleaved runs), fp8 anchors at
+# M = 24, 32, 64, 128, 256, Qwen3.5 bf16 TP4 at M = 8, 16, 32, 64, 128, 256.
+# Prediction: fp8 -1..-3% at every M (the weight copies are d1 everywhere), bf16 within ±2%
+# (mixed in call 1). Env: CALL_S (the command's seconds, default 300).
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
+budget_call 300
+PF=MOETUNE_CP_ASYNC_L2_PREFETCH
+anchor_ab ab 170 24,32,64,128,256 "new!measured-ceilings new!measured-ceilings@$PF=256"
+mkdir -p "$OUT/bf16"
+OUT=$OUT/bf16 TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=8,16,32,64,128,256 \
+  SIDES="new!measured-ceilings new!measured-ceilings@$PF=256" \
+  BENCH_MODELS="--model qwen3.5-122b-a10b --tp 4" \
+  timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/bf16_console.txt" 2>&1
+echo "bf16 A/B: exit $?"; grep -vE "exit 0 in" "$OUT/bf16_console.txt" | grep -E "^(===|[0-9])"
+budget_done
