@@ -14,6 +14,7 @@
 #include "cli/text.hpp"
 #include "cli/usage_errors.hpp"
 #include "cuda/jit.hpp"
+#include "cuda/nvrtc.hpp"
 #include "moetune/error.hpp"
 
 namespace {
@@ -107,6 +108,10 @@ int run(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     return fail(moetune::kExitBadInput, moetune::cli::usage_error_line(app, argc, argv, e));
   }
+  // The kernels' environment knobs, refused here (InputError naming the variable, exit 2)
+  // rather than by every compile of a command that builds kernels.
+  for (const char* knob : moetune::cuda::kL2PrefetchKnobs)
+    (void)moetune::cuda::l2_prefetch_knob(knob);
   for (const Command& c : commands) {
     if (c.app->parsed()) return c.run();
   }

@@ -259,5 +259,24 @@ class LostOutput(CliTestCase):
                              (args, p.stderr))
 
 
+class KernelEnvironmentKnobs(CliTestCase):
+    """The L2 prefetch knobs the JIT hands the kernels: refused before any command runs."""
+
+    def test_a_bad_size_is_one_line_naming_the_variable(self):
+        for var in ("MOETUNE_CP_ASYNC_L2_PREFETCH", "MOETUNE_SLICED_W2_L2_PREFETCH"):
+            for args in (["kernels", "--compile-only", "--arch", "sm_90a"], ["shapes"]):
+                r = run(*args, env={var: "100"})
+                self.assertEqual(r.code, EXIT_BAD_INPUT, r)
+                self.assertIn(f"{var}=100", r.err)
+                self.assertIn("0, 64, 128 or 256", r.err)
+                self.assertEqual(len(r.err.strip().splitlines()), 1, r)
+
+    def test_a_good_size_runs(self):
+        r = run("kernels", "--list", env={"MOETUNE_CP_ASYNC_L2_PREFETCH": "256",
+                                          "MOETUNE_SLICED_W2_L2_PREFETCH": "0"})
+        self.assertEqual(r.code, EXIT_OK, r)
+        self.assertIn("moe_gemms_sliced", r.out)
+
+
 if __name__ == "__main__":
     unittest.main()
