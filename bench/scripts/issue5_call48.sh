@@ -8,7 +8,9 @@
 # Whichever GPU: the layer A/B, defaults against 256 (two interleaved runs), fp8 anchors at
 # M = 24, 32, 64, 128, 256, Qwen3.5 bf16 TP4 at M = 8, 16, 32, 64, 128, 256.
 # Prediction: fp8 -1..-3% at every M (the weight copies are d1 everywhere), bf16 within ±2%
-# (mixed in call 1). Env: CALL_S (the command's seconds, default 300).
+# (mixed in call 1). On an H200 after that: `--sliced-pairs` against the defaults at M = 8, 16
+# (prediction as on the H100 SXM: Qwen3.5 +0.5..+1.5%, DeepSeek-V3 -0..-1.5%) and issue 5's bars
+# at the defaults. Env: CALL_S (the command's seconds, default 300; 560 on an H200).
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
 budget_call 300
@@ -20,4 +22,8 @@ OUT=$OUT/bf16 TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=8,16,32,64,128,256 
   BENCH_MODELS="--model qwen3.5-122b-a10b --tp 4" \
   timeout -k 5 "$(cap 100)" bash bench/scripts/stage_ab.sh >"$OUT/bf16_console.txt" 2>&1
 echo "bf16 A/B: exit $?"; grep -vE "exit 0 in" "$OUT/bf16_console.txt" | grep -E "^(===|[0-9])"
+if echo "$gpu" | grep -q H200; then
+  anchor_ab pairs 110 8,16 "new!measured-ceilings new!measured-ceilings!sliced-pairs"
+  bars 150 20
+fi
 budget_done
