@@ -38,7 +38,9 @@
 //   128 w2 rows x 256 columns (GEMM1's layout: 256-byte runs) over both halves for its half of
 //   out's columns (sliced_plan.cuh). The cluster barrier's arrive after the mbarrier inits and
 //   its wait before the first store into the partner keep the partner's barrier initialized
-//   first; nothing else couples the two (a partner that ends early has read nothing of ours).
+//   first. Both blocks of a pair take every early exit together (they share the m-block: an
+//   exit that depended on the slice would leave the partner waiting for our activation), and
+//   neither exits before the partner's stores into it have arrived (its GEMM2 waits for them).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -172,7 +174,10 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     }
   }
   __syncthreads();
-  if constexpr (PAIR) cluster::arrive();  // this block's barriers exist (waited on after GEMM1)
+  if constexpr (PAIR) {
+    if (cluster::blocks() != 2) __trap();  // launched without its cluster: no partner to pair
+    cluster::arrive();  // this block's barriers exist (waited on after GEMM1)
+  }
   const int ticket = *s_ticket;
   const int zero_blocks = min(static_cast<int>(gridDim.x), kZeroBlocks);
   const bool zeroes = !out_zeroed && ticket < zero_blocks;
@@ -396,7 +401,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   unsigned peer = 0;
   if constexpr (PAIR) {
     cluster::wait();
-    peer = cluster::rank() ^ 1u;
+    peer = static_cast<unsigned>(j) ^ 1u;  // cluster rank = j (clusters of two along x)
   }
   for (int r = warp; r < kBlockM; r += kConsumerThreads / 32) {
     const unsigned short* src =
@@ -426,7 +431,10 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                        __float_as_uint(valid ? sc : 0.f));
     }
   }
-  if constexpr (PAIR) cluster::arrive_remote(cluster::map(pair_bar, peer));  // after our stores
+  if constexpr (PAIR) {  // our stores, visible to the partner's wgmma, then released to it
+    cluster::fence_proxy_async();
+    cluster::arrive_remote(cluster::map(pair_bar, peer));
+  }
   wgmma::fence_proxy_async();  // our generic-proxy writes of s_act -> the wgmma reads below
   // Out must be zeroed before the first add: the zeroing blocks' count (acquire), long reached.
   if (tid == 0 && !out_zeroed) {

@@ -15,6 +15,11 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
 budget_call 300
 PF=MOETUNE_CP_ASYNC_L2_PREFETCH
+# The pairs kernel after its review hardening (writer-side proxy fence, cluster-size trap).
+timeout -k 5 "$(cap 30)" .devbin/gpu_test_moe_sliced --gtest_color=no --gtest_filter='*Pairs*' \
+  >"$OUT/gpu_test_pairs.txt" 2>&1
+echo "gpu_test_moe_sliced Pairs*: exit $?"
+grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/gpu_test_pairs.txt"
 anchor_ab ab 170 24,32,64,128,256 "new!measured-ceilings new!measured-ceilings@$PF=256"
 mkdir -p "$OUT/bf16"
 OUT=$OUT/bf16 TESTS=none CHECK_BATCH=none RUNS=2 BENCH_BATCH=8,16,32,64,128,256 \

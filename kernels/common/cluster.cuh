@@ -13,13 +13,28 @@ namespace cluster {
 #define MOETUNE_CLUSTER_OK 0
 #endif
 
-// This block's rank in its cluster.
+// This block's rank in its cluster, and the blocks in its cluster (1 without a cluster launch).
 __device__ __forceinline__ unsigned rank() {
   unsigned r = 0;
 #if MOETUNE_CLUSTER_OK
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
 #endif
   return r;
+}
+__device__ __forceinline__ unsigned blocks() {
+  unsigned n = 1;
+#if MOETUNE_CLUSTER_OK
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+#endif
+  return n;
+}
+
+// This thread's generic-proxy writes to shared memory, local or a peer's, made visible to the
+// async proxy (a peer's wgmma reading them) before the release that follows.
+__device__ __forceinline__ void fence_proxy_async() {
+#if MOETUNE_CLUSTER_OK
+  asm volatile("fence.proxy.async.shared::cluster;\n" ::: "memory");
+#endif
 }
 
 // The cluster barrier's two halves (release / acquire): a thread's arrive, then later its wait,

@@ -767,6 +767,9 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
         specs.push_back(sliced_spec(f8, arch, kSlicedStages));
         if (sliced_derives_alignment(f8, 1))
           specs.push_back(sliced_spec(f8, arch, kSlicedStages, true));
+        if (sliced_pairs_fit(f8))  // in pairs (--sliced-pairs), deriving where it can
+          specs.push_back(
+              sliced_spec(f8, arch, kSlicedStages, sliced_derives_alignment(f8, 1), true));
       }
     }
   {  // and from precomputed ids, once
