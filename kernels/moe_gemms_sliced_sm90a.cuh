@@ -62,12 +62,37 @@
 #define MOETUNE_SLICED_W2_L2_PREFETCH MOETUNE_CP_ASYNC_L2_PREFETCH
 #endif
 
+#ifndef MOETUNE_SLICED_TRACE
+#define MOETUNE_SLICED_TRACE 0
+#endif
+#if MOETUNE_SLICED_TRACE
+// The progress stamps of a trace build (sliced_plan.cuh: kTraceSymbol), unmangled for
+// cuModuleGetGlobal.
+extern "C" {
+__device__ unsigned long long moetune_sliced_trace[moetune::sliced_plan::kTraceBlocks *
+                                                   moetune::sliced_plan::kTraceStamps];
+}
+#endif
+
 namespace moetune {
 namespace sliced_detail {
 
 // The consumers' own barrier (the producer warpgroup never joins it).
 __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(sliced_plan::kConsumerThreads) : "memory");
+}
+
+// Stamp i of this block in a trace build (by the calling thread); nothing otherwise.
+__device__ __forceinline__ void stamp(int i) {
+#if MOETUNE_SLICED_TRACE
+  if (blockIdx.x < sliced_plan::kTraceBlocks) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    moetune_sliced_trace[blockIdx.x * sliced_plan::kTraceStamps + i] = t;
+  }
+#else
+  (void)i;
+#endif
 }
 
 }  // namespace sliced_detail
@@ -141,7 +166,9 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
 
   // PDL: the alignment tables, a_q and the counters' reset come from the kernels before, and
   // the kernel before may still read out.
+  if (tid == 0) sliced_detail::stamp(0);
   pdl_wait();
+  if (tid == 0) sliced_detail::stamp(1);
   // The ticket's round trip overlaps the derivation below (its value is read after it).
   int my_ticket = 0;
   if (tid == 0 && !out_zeroed) my_ticket = atomicAdd(next_ticket, 1);
@@ -182,6 +209,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   const int zero_blocks = min(static_cast<int>(gridDim.x), kZeroBlocks);
   const bool zeroes = !out_zeroed && ticket < zero_blocks;
   const bool works = b * kBlockM < total && e >= 0;  // e < 0: another rank's expert (EP)
+  if (tid == 0 && works) sliced_detail::stamp(2);
   // The last block out resets the counters for the next launch (after every block has taken its
   // ticket and passed its wait for the zeroing).
   auto finish = [&] {
@@ -386,6 +414,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     }
   }
 
+  if (tid == 0) sliced_detail::stamp(3);
   // ---- SiLU(gate)·up rounded to bf16 (as the stage path), quantized per token slot ------------
   // Staged in s_out's first tile (128 columns), then one warp per token row: amax, scale, e4m3
   // into s_act with the 128-byte swizzle the wgmma B operand reads (chunk c of row r at c ^ r%8).
@@ -490,6 +519,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       }
     }
     consumer_sync();
+    if (tid == 0) sliced_detail::stamp(4);
     finish();
     return;
   }
@@ -526,6 +556,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     }
   }
   consumer_sync();
+  if (tid == 0) sliced_detail::stamp(4);
   finish();
 }
 

@@ -1,5 +1,7 @@
 #!/bin/bash
-# Issue 5, forty-third session, fourth call: cp.async's L2 prefetch size on the stage path
+# Issue 5, forty-third session, fourth call (not run: no device came; the next session's first):
+# the sliced kernel's trace (gpu_test_moe_sliced's TraceWhereTheTimeGoes with
+# MOETUNE_SLICED_TRACE=1), then cp.async's L2 prefetch size on the stage path
 # (MOETUNE_CP_ASYNC_L2_PREFETCH=256 on every 16-byte copy; past the sliced kernel's band only the
 # stage kernels take it). Call 1 (an H100 SXM) had the fp8 layer -1.2% (Qwen3.5) and -3.4%
 # (DeepSeek-V3) at M = 64 and bf16 mixed (M = 8 +1.9%, 16 -1.4%, 64 +0.8%): the stage kernels'
@@ -10,11 +12,16 @@
 # Prediction: fp8 -1..-3% at every M (the weight copies are d1 everywhere), bf16 within ±2%
 # (mixed in call 1). On an H200 after that: `--sliced-pairs` against the defaults at M = 8, 16
 # (prediction as on the H100 SXM: Qwen3.5 +0.5..+1.5%, DeepSeek-V3 -0..-1.5%) and issue 5's bars
-# at the defaults. Env: CALL_S (the command's seconds, default 300; 560 on an H200).
+# at the defaults. Env: CALL_S (the command's seconds, default 420; 580 on an H200).
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
-budget_call 300
+budget_call 420
 PF=MOETUNE_CP_ASYNC_L2_PREFETCH
+# Where a sliced layer's time goes (a trace build: each block's PDL wait, first copy, GEMM1 end
+# and exit; both fp8 anchors, plain and pairs, M = 8 and 16, three cold runs each).
+MOETUNE_SLICED_TRACE=1 timeout -k 5 "$(cap 120)" .devbin/gpu_test_moe_sliced --gtest_color=no \
+  --gtest_filter='*Trace*' >"$OUT/trace.txt" 2>&1
+echo "trace: exit $?"; grep -E "^trace |Failure" "$OUT/trace.txt"
 # The pairs kernel after its review hardening (writer-side proxy fence, cluster-size trap).
 timeout -k 5 "$(cap 30)" .devbin/gpu_test_moe_sliced --gtest_color=no --gtest_filter='*Pairs*' \
   >"$OUT/gpu_test_pairs.txt" 2>&1

@@ -77,6 +77,14 @@ MOETUNE_HD constexpr int smem_bytes(int stages) {
   return stages * kStageBytes + 2 * kActTileBytes + 2 * kBlockM * kOutRowBytes +
          stages * kSlotScales * 4 + 2 * kBlockM * 4 + kBlockM * 4 + 16 + 2 * stages * 8 + 8;
 }
+// MOETUNE_SLICED_TRACE builds (a JIT knob, cuda/nvrtc.hpp): block g < kTraceBlocks writes
+// globaltimer stamps (ns) into the device array kTraceSymbol [kTraceBlocks][kTraceStamps] at its
+// entry, its PDL wait's return, its first copy (the derivation done), GEMM1's end and its exit
+// (consumer thread 0); blocks with no m-block write only the first two.
+constexpr int kTraceBlocks = 4096;
+constexpr int kTraceStamps = 5;
+constexpr const char* kTraceSymbol = "moetune_sliced_trace";
+
 // Whether N takes pairs (two slices: a cluster of two blocks per m-block).
 MOETUNE_HD constexpr bool pairs(int N) { return N == 2 * kUnitK; }
 

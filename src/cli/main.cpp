@@ -110,8 +110,8 @@ int run(int argc, char** argv) {
   }
   // The kernels' environment knobs, refused here (InputError naming the variable, exit 2)
   // rather than by every compile of a command that builds kernels.
-  for (const char* knob : moetune::cuda::kL2PrefetchKnobs)
-    (void)moetune::cuda::l2_prefetch_knob(knob);
+  for (const moetune::cuda::KernelKnob& knob : moetune::cuda::kKernelKnobs)
+    (void)moetune::cuda::kernel_knob(knob);
   for (const Command& c : commands) {
     if (c.app->parsed()) return c.run();
   }

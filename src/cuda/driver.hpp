@@ -16,8 +16,8 @@ namespace moetune::cuda {
   X(cuDeviceGetPCIBusId) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                \
   X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent)                   \
   X(cuCtxSynchronize) X(cuCtxGetDevice) X(cuModuleLoadData) X(cuModuleUnload)                    \
-  X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)           \
-  X(cuLaunchKernelEx)                                                                            \
+  X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuFuncGetAttribute) X(cuFuncSetAttribute)      \
+  X(cuLaunchKernel) X(cuLaunchKernelEx)                                                          \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                                                 \
   X(cuMemAlloc) X(cuMemFree) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemGetInfo)                  \
   X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync)      \

@@ -143,6 +143,13 @@ int LoadedKernel::max_threads_per_block() const {
   return func_attr(fn_, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
 }
 
+std::pair<CUdeviceptr, std::size_t> LoadedKernel::global(const char* symbol) const {
+  CUdeviceptr p = 0;
+  std::size_t bytes = 0;
+  MOETUNE_CU(cuModuleGetGlobal, &p, &bytes, module_, symbol);
+  return {p, bytes};
+}
+
 int LoadedKernel::max_active_blocks_per_sm(int threads, std::size_t smem_bytes) const {
   if (smem_bytes > 48 * 1024 && smem_bytes > smem_set_.load()) {
     MOETUNE_CU(cuFuncSetAttribute, fn_, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

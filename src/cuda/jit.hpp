@@ -96,6 +96,9 @@ class LoadedKernel {
   int local_bytes() const;  // per-thread local memory (spills, stack arrays)
   int static_smem_bytes() const;
   int max_threads_per_block() const;
+  // The device address and size (bytes) of the module's global `symbol` (an extern "C"
+  // __device__ variable, e.g. a trace build's stamps); throws CudaError when it has none.
+  std::pair<CUdeviceptr, std::size_t> global(const char* symbol) const;
   // Resident blocks per SM for this block size and dynamic shared memory (occupancy).
   int max_active_blocks_per_sm(int threads, std::size_t smem_bytes) const;
   // Sets CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES once if smem_bytes > 48 KiB.

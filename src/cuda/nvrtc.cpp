@@ -189,19 +189,19 @@ std::string cuda_include_dir() {
   return dir;
 }
 
-int l2_prefetch_knob(const char* name) {
-  const std::string v = env(name);
+int kernel_knob(const KernelKnob& knob) {
+  const std::string v = env(knob.name);
   if (v.empty()) return -1;
-  for (int ok : {0, 64, 128, 256})
-    if (v == std::to_string(ok)) return ok;
-  throw InputError(name, v, "must be 0, 64, 128 or 256 (bytes)");
+  for (int ok : knob.allowed)
+    if (ok >= 0 && v == std::to_string(ok)) return ok;
+  throw InputError(knob.name, v, std::string("must be ") + knob.values);
 }
 
 std::vector<std::string> nvrtc_standard_options(const std::string& arch) {
   std::vector<std::string> opts = {"-std=c++17", "--gpu-architecture=" + arch, "-default-device"};
-  for (const char* knob : kL2PrefetchKnobs)
-    if (const int pf = l2_prefetch_knob(knob); pf >= 0)
-      opts.push_back(std::string("-D") + knob + "=" + std::to_string(pf));
+  for (const KernelKnob& knob : kKernelKnobs)
+    if (const int v = kernel_knob(knob); v >= 0)
+      opts.push_back(std::string("-D") + knob.name + "=" + std::to_string(v));
   if (auto inc = cuda_include_dir(); !inc.empty()) opts.push_back("-I" + inc);
   return opts;
 }

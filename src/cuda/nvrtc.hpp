@@ -40,18 +40,27 @@ std::vector<int> nvrtc_supported_archs();
 // The CUDA toolkit include directory handed to NVRTC (cuda_bf16.h, cuda_fp8.h), or "" when none
 // was found ($CUDA_HOME/include, $CUDA_PATH/include, /usr/local/cuda/include, next to libnvrtc).
 std::string cuda_include_dir();
-// The environment variables the JIT hands the kernels as defines, each an L2 prefetch size in
-// bytes (kernels/common/ptx.cuh): MOETUNE_CP_ASYNC_L2_PREFETCH, every 16-byte cp.async;
-// MOETUNE_SLICED_W2_L2_PREFETCH, the sliced kernel's w2 copies (unset: the first one's). Knobs
-// for measurements: one binary compiles (and caches, under another key) each form.
-inline constexpr const char* kL2PrefetchKnobs[] = {"MOETUNE_CP_ASYNC_L2_PREFETCH",
-                                                   "MOETUNE_SLICED_W2_L2_PREFETCH"};
+// The environment variables the JIT hands the kernels as defines (-D<name>=<value>), for
+// measurements: one binary compiles (and caches, under another key) each form. Each takes the
+// values listed; unset or empty, none. MOETUNE_CP_ASYNC_L2_PREFETCH: the L2 prefetch size
+// (bytes) of every 16-byte cp.async (kernels/common/ptx.cuh); MOETUNE_SLICED_W2_L2_PREFETCH:
+// the sliced kernel's w2 copies' (unset: the first one's); MOETUNE_SLICED_TRACE: 1, the sliced
+// kernel stamps each block's progress into a device array (sliced_plan::kTraceSymbol).
+struct KernelKnob {
+  const char* name;
+  const char* values;  // as the refusal says them
+  int allowed[4];      // the values, -1 padded
+};
+inline constexpr KernelKnob kKernelKnobs[] = {
+    {"MOETUNE_CP_ASYNC_L2_PREFETCH", "0, 64, 128 or 256 (bytes)", {0, 64, 128, 256}},
+    {"MOETUNE_SLICED_W2_L2_PREFETCH", "0, 64, 128 or 256 (bytes)", {0, 64, 128, 256}},
+    {"MOETUNE_SLICED_TRACE", "0 or 1", {0, 1, -1, -1}}};
 // The knob's value: -1 when unset or empty. Throws InputError naming the variable unless it is
-// 0, 64, 128 or 256.
-int l2_prefetch_knob(const char* name);
+// one of knob.allowed.
+int kernel_knob(const KernelKnob& knob);
 // The options every compile gets: -std=c++17, --gpu-architecture=<arch>, -default-device,
-// -D<knob>=<bytes> for each kL2PrefetchKnobs set (plus -I<cuda_include_dir()> when known, which
-// is not part of any cache key).
+// -D<name>=<value> for each kKernelKnobs set (plus -I<cuda_include_dir()> when known, which is
+// not part of any cache key).
 std::vector<std::string> nvrtc_standard_options(const std::string& arch);
 
 // Compiles; a compile error is returned (ok=false with the log), an NVRTC failure to run at all

@@ -260,7 +260,8 @@ class LostOutput(CliTestCase):
 
 
 class KernelEnvironmentKnobs(CliTestCase):
-    """The L2 prefetch knobs the JIT hands the kernels: refused before any command runs."""
+    """The knobs the JIT hands the kernels (L2 prefetch sizes, the sliced kernel's trace): a bad
+    value is refused before any command runs."""
 
     def test_a_bad_size_is_one_line_naming_the_variable(self):
         for var in ("MOETUNE_CP_ASYNC_L2_PREFETCH", "MOETUNE_SLICED_W2_L2_PREFETCH"):
@@ -270,6 +271,13 @@ class KernelEnvironmentKnobs(CliTestCase):
                 self.assertIn(f"{var}=100", r.err)
                 self.assertIn("0, 64, 128 or 256", r.err)
                 self.assertEqual(len(r.err.strip().splitlines()), 1, r)
+
+    def test_a_bad_trace_switch_is_one_line_naming_the_variable(self):
+        r = run("shapes", env={"MOETUNE_SLICED_TRACE": "yes"})
+        self.assertEqual(r.code, EXIT_BAD_INPUT, r)
+        self.assertIn("MOETUNE_SLICED_TRACE=yes", r.err)
+        self.assertIn("0 or 1", r.err)
+        self.assertEqual(len(r.err.strip().splitlines()), 1, r)
 
     def test_a_good_size_runs(self):
         r = run("kernels", "--list", env={"MOETUNE_CP_ASYNC_L2_PREFETCH": "256",

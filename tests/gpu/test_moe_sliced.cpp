@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <optional>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "cuda/driver.hpp"
 #include "moe/bench_data.hpp"
 #include "moe/check.hpp"
+#include "kernels/common/sliced_plan.cuh"
 #include "moe/sliced.hpp"
 #include "moetune/fused_moe.hpp"
 
@@ -244,6 +246,84 @@ TEST_F(MoeSlicedGpu, PairsSkewedTablesAndExpertParallel) {
   MoeShape d = with_dtype_variant(anchor_check_shapes()[1].shape, "fp8_block");
   d.E = d.E_global / 2;
   expect_matches_stage_path(d, 1, {8, 16}, false, std::nullopt, true);
+}
+
+// MOETUNE_SLICED_TRACE=1 only (a trace build of the kernel, cuda/nvrtc.hpp; skipped otherwise):
+// where a sliced layer's time goes on this GPU. Both fp8 anchors, plain and in pairs, M = 8 and
+// 16; each time a CUDA graph of two back-to-back layer calls after a 512 MB write (so the
+// weights are cold), the second call's stamps (its routing launch waits for the first call's
+// sliced kernel, as in bench's graphs). One line per (model, pairs, M, run), µs from the first
+// block's entry: when the blocks' PDL waits return (the routing launch's end), the derivation
+// (wait to first copy), GEMM1's end, the exits (min / p10 / median / max) and the median
+// GEMM1 and GEMM2 phases of a block.
+TEST_F(MoeSlicedGpu, TraceWhereTheTimeGoes) {
+  const char* knob = std::getenv("MOETUNE_SLICED_TRACE");
+  if (knob == nullptr || std::string(knob) != "1")
+    GTEST_SKIP() << "MOETUNE_SLICED_TRACE=1 builds and reads the trace";
+  namespace sp = sliced_plan;
+  cuda::Stream stream;
+  cuda::DeviceBuffer flush(std::size_t(512) << 20);
+  std::vector<unsigned long long> st(static_cast<std::size_t>(sp::kTraceBlocks) * sp::kTraceStamps);
+  auto pct = [](std::vector<double> v, double q) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+  };
+  for (int i : {0, 1}) {
+    const MoeShape s = with_dtype_variant(anchor_check_shapes()[i].shape, "fp8_block");
+    for (bool pairs : {false, true}) {
+      FusedMoeOptions o;
+      o.sliced_gemms = true;
+      o.sliced_pairs = pairs;
+      FusedMoe fm(s, local_gpu(), {}, {}, o);
+      fm.prepare(16);
+      BenchData d;
+      make_bench_weights(fm, 21, d);
+      for (std::int64_t M : {8, 16}) {
+        make_bench_sets(fm, M, 1, std::size_t(1) << 34, 7000 + M, d, stream);
+        stream.synchronize();
+        const auto k = cuda::Jit::instance().get(sliced_spec(
+            s, fm.arch(), fm.sliced_stages(), fm.workspace_layout(M).gemm1_aligns, pairs));
+        const auto [ptr, bytes] = k->global(sp::kTraceSymbol);
+        ASSERT_EQ(bytes, st.size() * 8);
+        const unsigned grid =
+            static_cast<unsigned>(fm.workspace_layout(M).max_num_m_blocks * sp::slices(s.N));
+        ASSERT_LE(grid, static_cast<unsigned>(sp::kTraceBlocks));
+        for (int run = 0; run < 3; ++run) {
+          flush.fill_u8(static_cast<std::uint8_t>(run));
+          MOETUNE_CU(cuMemsetD8, ptr, 0, bytes);
+          (void)testing::run_layer(fm, d, true, stream, 2, 1, 0, testing::Entry::kStaged);
+          MOETUNE_CU(cuMemcpyDtoH, st.data(), ptr, bytes);
+          auto at = [&](unsigned g, int j) { return st[g * sp::kTraceStamps + j]; };
+          unsigned long long t0 = ~0ull;
+          for (unsigned g = 0; g < grid; ++g) t0 = std::min(t0, at(g, 0));
+          auto us = [&](unsigned long long t) { return 1e-3 * static_cast<double>(t - t0); };
+          std::vector<double> wait, derive, g1_end, exit, g1, g2;
+          for (unsigned g = 0; g < grid; ++g) {
+            ASSERT_NE(at(g, 0), 0u) << g;
+            wait.push_back(us(at(g, 1)));
+            if (at(g, 4) == 0) continue;  // no m-block: no work
+            derive.push_back(us(at(g, 2)) - us(at(g, 1)));
+            g1_end.push_back(us(at(g, 3)));
+            exit.push_back(us(at(g, 4)));
+            g1.push_back(us(at(g, 3)) - us(at(g, 2)));
+            g2.push_back(us(at(g, 4)) - us(at(g, 3)));
+          }
+          ASSERT_FALSE(exit.empty());
+          std::printf("trace %-20s %-5s M=%-2lld run %d: %zu of %u blocks; waits return %.2f / "
+                      "%.2f / %.2f; derivation %.2f / %.2f; GEMM1 ends %.2f / %.2f / %.2f; exits "
+                      "%.2f / %.2f / %.2f / %.2f; GEMM1 %.2f, GEMM2 %.2f (median)\n",
+                      std::string(s.source).c_str(), pairs ? "pairs" : "plain",
+                      static_cast<long long>(M), run,
+                      exit.size(), grid, pct(wait, 0), pct(wait, 0.5), pct(wait, 1),
+                      pct(derive, 0.5), pct(derive, 1), pct(g1_end, 0), pct(g1_end, 0.5),
+                      pct(g1_end, 1), pct(exit, 0), pct(exit, 0.1), pct(exit, 0.5), pct(exit, 1),
+                      pct(g1, 0.5), pct(g2, 0.5));
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -455,5 +455,35 @@ TEST_F(SlicedNvrtc, CopiesTakeTheL2PrefetchSizesFromTheEnvironment) {
   EXPECT_NE(every_key, w2_key);
 }
 
+// MOETUNE_SLICED_TRACE=1: an instance of its own whose blocks stamp their progress (five
+// globaltimer reads into the unmangled device array the GPU test reads back); unset, none;
+// another value refused naming the variable.
+TEST_F(SlicedNvrtc, TraceBuildStampsIntoItsOwnArray) {
+  const cuda::KernelSpec k = sliced_spec(anchor(0, "fp8_block"), "sm_90a", kSlicedStages, true);
+  const char* knob = "MOETUNE_SLICED_TRACE";
+  ::unsetenv(knob);
+  const std::string plain = cuda::kernel_ptx(k);
+  const std::string plain_key = k.cache_key();
+  ::setenv(knob, "1", 1);
+  const std::string traced = cuda::kernel_ptx(k);
+  const std::string traced_key = k.cache_key();
+  ::setenv(knob, "2", 1);
+  EXPECT_THROW(cuda::nvrtc_standard_options("sm_90a"), InputError);
+  ::unsetenv(knob);
+  auto count = [](const std::string& ptx, const std::string& what) {
+    int n = 0;
+    for (auto p = ptx.find(what); p != std::string::npos; p = ptx.find(what, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(plain, "%globaltimer"), 0);
+  EXPECT_EQ(count(plain, sliced_plan::kTraceSymbol), 0);
+  EXPECT_GE(count(traced, "%globaltimer"), sliced_plan::kTraceStamps);
+  EXPECT_NE(traced.find(std::string(".global .align 8 .b8 ") + sliced_plan::kTraceSymbol + "[" +
+                        std::to_string(8 * sliced_plan::kTraceBlocks * sliced_plan::kTraceStamps) +
+                        "]"),
+            std::string::npos);
+  EXPECT_NE(plain_key, traced_key);
+}
+
 }  // namespace
 }  // namespace moetune::moe
