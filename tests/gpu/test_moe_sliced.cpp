@@ -282,8 +282,11 @@ TEST_F(MoeSlicedGpu, TraceWhereTheTimeGoes) {
       for (std::int64_t M : {8, 16}) {
         make_bench_sets(fm, M, 1, std::size_t(1) << 34, 7000 + M, d, stream);
         stream.synchronize();
+        // The instance the layer launched (launch_sliced: derived where the layer says so).
+        ASSERT_TRUE(fm.uses_sliced_gemms(M));
+        ASSERT_EQ(fm.sliced_pairs(), pairs);
         const auto k = cuda::Jit::instance().get(sliced_spec(
-            s, fm.arch(), fm.sliced_stages(), fm.workspace_layout(M).gemm1_aligns, pairs));
+            fm.shape(), fm.arch(), fm.sliced_stages(), fm.workspace_layout(M).gemm1_aligns, pairs));
         const auto [ptr, bytes] = k->global(sp::kTraceSymbol);
         ASSERT_EQ(bytes, st.size() * 8);
         const unsigned grid =
