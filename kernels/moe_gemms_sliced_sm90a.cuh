@@ -32,6 +32,12 @@
 // - ALIGN_E > 0: the block derives its m-block's expert and slots from topk_ids itself
 //   (common/inline_align.cuh, as the stage GEMM1 can), so no alignment launch runs; the
 //   routing launch then zeroes the counters. ALIGN_E = 0 reads the alignment's tables.
+// - PAIR 2 (claims): as PAIR 1, but GEMM2's 2 K / 256 units of 128 w2 rows (all of out's
+//   columns) are not split in halves: each block's producer claims the next one from a counter
+//   in block 0's shared memory (a cluster-scope atomic issued a unit ahead of its copies) and
+//   tags the ring slot with it (-1: none left), so the block the memory system serves faster
+//   takes more and the pair's ends meet. Block 0 stays until block 1's last claim has returned
+//   (an arrival on block 0's second barrier).
 // - PAIR (N = 256; launched as clusters of two blocks, the m-block's two slices): after GEMM1
 //   each block stores its activation tile and scales into its partner's shared memory too
 //   (distributed shared memory, an arrival on the partner's mbarrier), and GEMM2 takes units of
@@ -103,7 +109,8 @@ template <int N,              // per-rank expert intermediate size
           int SCALE_BLOCK_N,  // block_n of the weight scales (block_k is 128)
           int NUM_STAGES,     // ring slots
           int ALIGN_E,        // 0: the alignment's tables; else the local experts (derived here)
-          int PAIR = 0>       // 1: clusters of two blocks swap activation halves (N = 256)
+          int PAIR = 0>       // 1: clusters of two blocks swap activation halves (N = 256);
+                              // 2: and claim GEMM2's units from a shared counter
 __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     moe_gemms_sliced(const unsigned char* __restrict__ a_q,     // [M, K] e4m3
                      const float* __restrict__ a_scale,         // [M, K/128]
@@ -155,6 +162,9 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   auto full_bar = [&](int st) { return bar_base + 8u * st; };
   auto empty_bar = [&](int st) { return bar_base + 8u * (S + st); };
   const unsigned pair_bar = bar_base + 16u * S;  // the partner's activation has landed
+  const unsigned done_bar = pair_bar + 8u;       // PAIR 2, block 0: block 1's claims are over
+  int* s_claim = reinterpret_cast<int*>(s_ticket + 4 + 2 * (2 * S + 2));  // PAIR 2 (block 0's)
+  int* s_tag = s_claim + 2;                      // PAIR 2: each slot's GEMM2 unit (-1: none)
   const unsigned smem_base = ptx::smem_addr(smem);
 
   const int tid = threadIdx.x;
@@ -190,13 +200,16 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   }
   if (tid == 0) {
     *s_ticket = my_ticket;
+    // Every producer thread's copies landed (PAIR 2: and producer thread 0 tagged the slot).
 #pragma unroll
     for (int st = 0; st < S; ++st) {
-      mbar::init(full_bar(st), kProducerThreads);    // every producer thread's copies landed
+      mbar::init(full_bar(st), kProducerThreads + (PAIR == 2 ? 1 : 0));
       mbar::init(empty_bar(st), kConsumerThreads / 32);  // lane 0 of every consumer warp
     }
     if constexpr (PAIR) {
       mbar::init(pair_bar, kConsumerThreads);  // every consumer thread of the partner
+      mbar::init(done_bar, 1);                 // PAIR 2: block 1's producer thread 0
+      *s_claim = 0;
       mbar::fence_init();                      // visible to the partner's arrivals
     }
   }
@@ -259,7 +272,23 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     const int row0 = ltid / 8, chunk = ltid % 8;
     const int dst0 = row0 * kUnitK + (chunk ^ (row0 & 7)) * 16;
     const unsigned char* w2_base = w2 + ((long long)e * K + row0) * N + j * kUnitK + chunk * 16;
-    for (int idx = 0; idx < KU1 + ND; ++idx) {
+    // A pair's GEMM2 unit of w2 rows row_u + r (r < 128), all 256 columns as two 128-deep
+    // K-subtiles, GEMM1's copy pattern; the scales of (warpgroup q / 2, subtile q % 2).
+    auto copy_pair_unit = [&](unsigned base, unsigned sc_dst, int row_u) {
+      if (ltid >= kBlockM && ltid < kBlockM + 4) {
+        const int q = ltid - kBlockM;
+        const int row = row_u + (q / 2) * 64;
+        ptx::cp_async_4(sc_dst, w2_scale + ((long long)e * (K / kSBN) + row / kSBN) * KU2 + q % 2,
+                        4);
+      }
+      const unsigned char* wb = w2 + ((long long)e * K + row_u + urow0) * N + uc * 16;
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        ptx::cp_async_16_l2<MOETUNE_SLICED_W2_L2_PREFETCH>(
+            base + kUpATileBytes + usw + i * 8 * kUnitK, wb + (long long)(8 * i) * N, 16);
+    };
+    // PAIR 2: GEMM2's units come from the claims below, after the static ones.
+    for (int idx = 0; idx < KU1 + (PAIR == 2 ? 0 : ND); ++idx) {
       const int st = idx % S;
       if (idx >= S) mbar::wait(empty_bar(st), static_cast<unsigned>((idx / S - 1) & 1));
       const unsigned base = smem_base + st * kStageBytes;
@@ -294,22 +323,8 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         for (int i = 0; i < 16; ++i)
           ptx::cp_async_16(base + kUpATileBytes + usw + i * 8 * kUnitK,
                            wk + (long long)(8 * i) * K, 16);
-      } else if constexpr (PAIR) {
-        // Unit u: w2 rows K/2 j + 128 u + r (r < 128), all 256 columns as two 128-deep
-        // K-subtiles, GEMM1's copy pattern; the scales of (warpgroup q / 2, subtile q % 2).
-        const int u = idx - KU1;
-        const int row_u = j * (K / 2) + u * kUpRows;
-        if (ltid >= kBlockM && ltid < kBlockM + 4) {
-          const int q = ltid - kBlockM;
-          const int row = row_u + (q / 2) * 64;
-          ptx::cp_async_4(
-              sc_dst, w2_scale + ((long long)e * (K / kSBN) + row / kSBN) * KU2 + q % 2, 4);
-        }
-        const unsigned char* wb = w2 + ((long long)e * K + row_u + urow0) * N + uc * 16;
-#pragma unroll
-        for (int i = 0; i < 16; ++i)
-          ptx::cp_async_16_l2<MOETUNE_SLICED_W2_L2_PREFETCH>(
-              base + kUpATileBytes + usw + i * 8 * kUnitK, wb + (long long)(8 * i) * N, 16);
+      } else if constexpr (PAIR) {  // unit u of this block's half
+        copy_pair_unit(base, sc_dst, j * (K / 2) + (idx - KU1) * kUpRows);
       } else {
         const int u = idx - KU1;
         if (ltid >= kBlockM && ltid < kBlockM + 4) {  // slice q's w2_scale
@@ -324,6 +339,37 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
               base + kUpATileBytes + dst0 + i * 16 * kUnitK, wb + (long long)(16 * i) * N, 16);
       }
       mbar::arrive_on_cp_async(full_bar(st));
+      if constexpr (PAIR == 2)
+        if (ltid == 0) mbar::arrive(full_bar(st));  // the count has the tag's arrival
+    }
+    if constexpr (PAIR == 2) {
+      // Claims from block 0's counter, each issued a unit ahead of its copies (its round trip
+      // overlaps the wait for a free slot); thread 0 claims and tags, the others read the tag.
+      const unsigned claim = cluster::map(ptx::smem_addr(s_claim), 0);
+      int next = 0;
+      if (ltid == 0) {
+        cluster::wait();  // block 0's counter is initialized (every thread arrived after it)
+        next = static_cast<int>(cluster::add(claim, 1));
+      }
+      for (int n = 0;; ++n) {
+        const int idx = KU1 + n, st = idx % S;
+        if (idx >= S) mbar::wait(empty_bar(st), static_cast<unsigned>((idx / S - 1) & 1));
+        if (ltid == 0) {
+          const int v = next < 2 * ND ? next : -1;
+          if (v >= 0) next = static_cast<int>(cluster::add(claim, 1));
+          s_tag[st] = v;
+        }
+        asm volatile("bar.sync 2, %0;\n" ::"n"(kProducerThreads) : "memory");
+        const int v = s_tag[st];
+        if (v >= 0)
+          copy_pair_unit(smem_base + st * kStageBytes,
+                         ptx::smem_addr(s_sc + st * kSlotScales + ltid), v * kUpRows);
+        mbar::arrive_on_cp_async(full_bar(st));
+        if (ltid == 0) mbar::arrive(full_bar(st));  // after the tag (release)
+        if (v < 0) break;
+      }
+      // Block 1's last claim has returned: block 0 (whose counter it was) may exit.
+      if (j == 1 && ltid == 0) cluster::arrive_remote(cluster::map(done_bar, 0));
     }
     pdl_launch_dependents();  // the next kernel may be scheduled (it waits for this grid)
     return;
@@ -489,19 +535,18 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     scale_p[q] = PAIR ? s_asc2[kBlockM + tok(q)] * w : 0.f;
   }
 
-  // ---- GEMM2 of a pair: out's columns [K/2 j, K/2 j + K/2), 128 at a time, both halves ------
+  // ---- GEMM2 of a pair: 128 of out's columns a unit, both halves of the intermediate --------
+  // PAIR 1: this block's half, [K/2 j, K/2 j + K/2); PAIR 2: the units its producer claimed.
   if constexpr (PAIR) {
     const unsigned act2_addr = ptx::smem_addr(s_act2);
-    for (int u = 0; u < ND; ++u) {
-      const int idx = KU1 + u, st = idx % S;
-      mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));
-      wgmma::fence_proxy_async();
+    // The unit in slot st (its n-th GEMM2 unit): out's columns [col0, col0 + 128).
+    auto pair_unit = [&](int st, int n, int col0) {
       float sw[2];  // w2's block scales of this warpgroup's 64 rows, intermediate half 0 / 1
 #pragma unroll
       for (int sub = 0; sub < 2; ++sub) sw[sub] = s_sc[st * kSlotScales + kBlockM + 2 * wg + sub];
       mma_up_unit(st, act2_addr);
       if (lane == 0) mbar::arrive(empty_bar(st));
-      unsigned char* tile = s_out + (u & 1) * kBlockM * kOutRowBytes;
+      unsigned char* tile = s_out + (n & 1) * kBlockM * kOutRowBytes;
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
         const int q4 = 2 * (q / 4) + (q & 1);
@@ -514,12 +559,23 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         const int r = i / (kUpRows / 8), ch = i % (kUpRows / 8);
         const int slot = s_slot[r];
         if (slot < 0) continue;
-        red::add8<false>(out + (long long)(slot / TOPK) * K + j * (K / 2) + u * kUpRows + ch * 8,
+        red::add8<false>(out + (long long)(slot / TOPK) * K + col0 + ch * 8,
                          *reinterpret_cast<const uint4*>(tile + r * kOutRowBytes + ch * 16));
       }
+    };
+    for (int n = 0; PAIR == 2 || n < ND; ++n) {
+      const int idx = KU1 + n, st = idx % S;
+      mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));
+      const int v = PAIR == 2 ? s_tag[st] : 0;
+      if (v < 0) break;  // PAIR 2: no unit left
+      wgmma::fence_proxy_async();
+      pair_unit(st, n, PAIR == 2 ? v * kUpRows : j * (K / 2) + n * kUpRows);
     }
     consumer_sync();
     if (tid == 0) sliced_detail::stamp(4);
+    // PAIR 2: block 1 claims from block 0's counter until its producer's last claim returns.
+    if constexpr (PAIR == 2)
+      if (j == 0 && tid == 0) cluster::wait_local(done_bar, 0);
     finish();
     return;
   }
