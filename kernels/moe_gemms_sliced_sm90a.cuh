@@ -344,7 +344,9 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     }
     if constexpr (PAIR == 2) {
       // Claims from block 0's counter, each issued a unit ahead of its copies (its round trip
-      // overlaps the wait for a free slot); thread 0 claims and tags, the others read the tag.
+      // overlaps this unit's copies and the next slot's wait); thread 0 claims and tags, the
+      // others read the tag. A block holds up to S + 1 claimed units its consumers have not
+      // started, so the pair's ends can still differ by that many.
       const unsigned claim = cluster::map(ptx::smem_addr(s_claim), 0);
       int next = 0;
       if (ltid == 0) {
