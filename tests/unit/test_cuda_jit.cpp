@@ -68,6 +68,31 @@ TEST(CudaLaunch, PdlAttributeSelection) {
   EXPECT_EQ(launch_attributes(LaunchOptions{}, 12080, true).count, 0u);
 }
 
+TEST(CudaLaunch, ClusterAttribute) {
+  // Clusters of cluster_x blocks along x (the sliced kernel's pairs): the attribute after PDL's,
+  // with or without it; a cluster without cuLaunchKernelEx cannot launch at all.
+  using moetune::cuda::launch_attributes;
+  using moetune::cuda::LaunchOptions;
+  LaunchOptions both;
+  both.pdl = true;
+  both.cluster_x = 2;
+  const auto a = launch_attributes(both, 12080, true);
+  ASSERT_EQ(a.count, 2u);
+  EXPECT_EQ(a.attrs[0].id, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  EXPECT_EQ(a.attrs[1].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  EXPECT_EQ(a.attrs[1].value.clusterDim.x, 2u);
+  EXPECT_EQ(a.attrs[1].value.clusterDim.y, 1u);
+  EXPECT_EQ(a.attrs[1].value.clusterDim.z, 1u);
+  LaunchOptions cluster;
+  cluster.cluster_x = 2;
+  const auto c = launch_attributes(cluster, 0, true);  // no PDL on an unknown driver
+  ASSERT_EQ(c.count, 1u);
+  EXPECT_EQ(c.attrs[0].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  EXPECT_THROW(launch_attributes(cluster, 12080, false), moetune::CudaError);
+  cluster.cluster_x = 1;
+  EXPECT_EQ(launch_attributes(cluster, 12080, true).count, 0u);
+}
+
 TEST(CudaJit, EmbeddedSourcesPresent) {
   bool found = false;
   for (const auto& s : moetune::cuda::kernel_sources()) found |= s.path == "mma_peak.cuh";
