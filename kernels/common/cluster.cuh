@@ -13,14 +13,7 @@ namespace cluster {
 #define MOETUNE_CLUSTER_OK 0
 #endif
 
-// This block's rank in its cluster, and the blocks in its cluster (1 without a cluster launch).
-__device__ __forceinline__ unsigned rank() {
-  unsigned r = 0;
-#if MOETUNE_CLUSTER_OK
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-#endif
-  return r;
-}
+// The blocks in this block's cluster (1 without a cluster launch).
 __device__ __forceinline__ unsigned blocks() {
   unsigned n = 1;
 #if MOETUNE_CLUSTER_OK

@@ -405,6 +405,13 @@ TEST(MoeSliced, DerivingInstanceIsItsOwnKernel) {
 
 class SlicedNvrtc : public test_support::NvrtcTest {};
 
+// How many times `what` occurs in `text` (a PTX listing).
+int occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
 // 384 threads at one block per SM (the kernel's __launch_bounds__(384, 1)): no spills on either
 // fp8 anchor, at the layer's ring depth and the shallowest, reading the tables or deriving them,
 // plain, in pairs or in pairs that claim GEMM2's units.
@@ -442,21 +449,16 @@ TEST_F(SlicedNvrtc, CopiesTakeTheL2PrefetchSizesFromTheEnvironment) {
   ::setenv(w2, "100", 1);
   EXPECT_THROW(cuda::nvrtc_standard_options("sm_90a"), InputError);
   ::unsetenv(w2);
-  auto count = [](const std::string& ptx, const std::string& what) {
-    int n = 0;
-    for (auto p = ptx.find(what); p != std::string::npos; p = ptx.find(what, p + 1)) ++n;
-    return n;
-  };
   const std::string cp = "cp.async.cg.shared.global [";
   const std::string cp256 = "cp.async.cg.shared.global.L2::256B [";
   // The producer's copies: w13 and the token rows (loops unrolled), w2's 16 rows a thread.
-  const int copies = count(plain, cp);
+  const int copies = occurrences(plain, cp);
   EXPECT_GE(copies, 18);
-  EXPECT_EQ(count(plain, cp256), 0);
-  EXPECT_EQ(count(every, cp), 0);
-  EXPECT_EQ(count(every, cp256), copies);
-  EXPECT_EQ(count(w2_only, cp256), 16);
-  EXPECT_EQ(count(w2_only, cp), copies - 16);
+  EXPECT_EQ(occurrences(plain, cp256), 0);
+  EXPECT_EQ(occurrences(every, cp), 0);
+  EXPECT_EQ(occurrences(every, cp256), copies);
+  EXPECT_EQ(occurrences(w2_only, cp256), 16);
+  EXPECT_EQ(occurrences(w2_only, cp), copies - 16);
   EXPECT_NE(plain_key, every_key);
   EXPECT_NE(plain_key, w2_key);
   EXPECT_NE(every_key, w2_key);
@@ -477,14 +479,9 @@ TEST_F(SlicedNvrtc, TraceBuildStampsIntoItsOwnArray) {
   ::setenv(knob, "2", 1);
   EXPECT_THROW(cuda::nvrtc_standard_options("sm_90a"), InputError);
   ::unsetenv(knob);
-  auto count = [](const std::string& ptx, const std::string& what) {
-    int n = 0;
-    for (auto p = ptx.find(what); p != std::string::npos; p = ptx.find(what, p + 1)) ++n;
-    return n;
-  };
-  EXPECT_EQ(count(plain, "%globaltimer"), 0);
-  EXPECT_EQ(count(plain, sliced_plan::kTraceSymbol), 0);
-  EXPECT_GE(count(traced, "%globaltimer"), sliced_plan::kTraceStamps);
+  EXPECT_EQ(occurrences(plain, "%globaltimer"), 0);
+  EXPECT_EQ(occurrences(plain, sliced_plan::kTraceSymbol), 0);
+  EXPECT_GE(occurrences(traced, "%globaltimer"), sliced_plan::kTraceStamps);
   EXPECT_NE(traced.find(std::string(".global .align 8 .b8 ") + sliced_plan::kTraceSymbol + "[" +
                         std::to_string(8 * sliced_plan::kTraceBlocks * sliced_plan::kTraceStamps) +
                         "]"),
