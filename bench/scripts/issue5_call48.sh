@@ -24,6 +24,15 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
 budget_call 480
 PF=MOETUNE_CP_ASYNC_L2_PREFETCH
+# The default kernel's source changed after the last device check (smem layout, PAIR argument).
+for m in "--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8"; do
+  # shellcheck disable=SC2086
+  timeout -k 5 "$(cap 40)" .devbin/moetune check $m --batch 1,6,8,16,20,64 --configs 1 \
+    --layer-only >>"$OUT/check_defaults.txt" 2>&1
+  echo "check defaults ($m): exit $?"
+done
+echo "check defaults: ok $(grep -c '^ok' "$OUT/check_defaults.txt")"
+grep -vE "^ok " "$OUT/check_defaults.txt" | grep -iE "fail|not ok|error" | head -8
 MOETUNE_SLICED_TRACE=1 timeout -k 5 "$(cap 120)" .devbin/gpu_test_moe_sliced --gtest_color=no \
   --gtest_filter='*Trace*' >"$OUT/trace.txt" 2>&1
 echo "trace: exit $?"; grep -E "^trace |Failure" "$OUT/trace.txt"
