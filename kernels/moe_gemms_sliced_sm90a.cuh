@@ -68,6 +68,13 @@
 #define MOETUNE_SLICED_W2_L2_PREFETCH MOETUNE_CP_ASYNC_L2_PREFETCH
 #endif
 
+// 1: the producer issues the w13 copies of its first ring units as soon as the derivation knows
+// the expert (ALIGN_E > 0), before the slot list and the barriers' setup; their token rows and
+// scales follow in the usual order. A JIT knob from the environment (cuda/nvrtc.cpp).
+#ifndef MOETUNE_SLICED_EARLY_W13
+#define MOETUNE_SLICED_EARLY_W13 0
+#endif
+
 #ifndef MOETUNE_SLICED_TRACE
 #define MOETUNE_SLICED_TRACE 0
 #endif
@@ -183,13 +190,39 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   int my_ticket = 0;
   if (tid == 0 && !out_zeroed) my_ticket = atomicAdd(next_ticket, 1);
   const long long num_slots = M * TOPK;
+  // GEMM1's weight copies: producer thread ltid copies chunk uc = ltid % 16 (K-subtile uc / 8)
+  // of unit rows urow0 + 8 i (i < 16), urow0 = ltid / 16: a fixed shared offset per i (the
+  // swizzle repeats every 8 rows); a warp copies two 256-byte runs. Unit idx = (half h, k):
+  // rows h N + 128 j + r of w13, K bytes [256 k, 256 k + 256), into ring slot idx % S.
+  const int ltid = tid - kConsumerThreads;
+  const int urow0 = ltid / 16, uc = ltid % 16;
+  const int usw = (uc / 8) * (kUpRows * kUnitK) + urow0 * kUnitK + ((uc % 8) ^ (urow0 & 7)) * 16;
+  auto copy_w13 = [&](int ex, int idx) {
+    const int h = idx / KH, k = idx % KH;
+    const unsigned char* wk = w13 + ((long long)ex * 2 * N + h * N + j * kUnitK + urow0) * K +
+                              2 * k * kUnitK + uc * 16;
+    const unsigned dst = smem_base + (idx % S) * kStageBytes + kUpATileBytes + usw;
+#pragma unroll
+    for (int i = 0; i < 16; ++i)
+      ptx::cp_async_16(dst + i * 8 * kUnitK, wk + (long long)(8 * i) * K, 16);
+  };
+  // MOETUNE_SLICED_EARLY_W13: the ring units whose weights leave before the slot list.
+  constexpr int kEarly = ALIGN_E > 0 && MOETUNE_SLICED_EARLY_W13 ? (S < KU1 ? S : KU1) : 0;
   int total, e;
   if constexpr (ALIGN_E > 0) {
     // Ring slot 0 is the scratch: the producer's first copy comes after the barrier below, and
-    // every thread holds `e` and `total` in registers by then.
+    // every thread holds `e` and `total` in registers by then. (kEarly: only w13 tiles, past
+    // the slot's token rows where the scratch lives, leave before it.)
+    static_assert(tile_math::inline_align_scratch_bytes(ALIGN_E) <= kUpATileBytes,
+                  "the derivation's scratch must stay clear of slot 0's weight tile");
     inline_align::derive_block<kBlockM, kThreads, ALIGN_E>(
         topk_ids, static_cast<int>(num_slots), expert_start, b, reinterpret_cast<int*>(smem),
-        s_slot, e, total);
+        s_slot, e, total, [&](int ex) {
+          if constexpr (kEarly > 0)
+            if (tid >= kConsumerThreads && ex >= 0)
+#pragma unroll 1
+              for (int idx = 0; idx < kEarly; ++idx) copy_w13(ex, idx);
+        });
   } else {
     total = __ldg(num_tokens_post_padded);
     e = __ldg(expert_ids + b);
@@ -256,17 +289,10 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
 
   // ---- producer warpgroup ---------------------------------------------------------------------
   if (tid >= kConsumerThreads) {
-    const int ltid = tid - kConsumerThreads;
-    // GEMM1: thread ltid copies chunk uc = ltid % 16 (K-subtile uc / 8) of unit rows
-    // urow0 + 8 i (i < 16) and of token rows urow0 + 8 a (a < 2), urow0 = ltid / 16: a fixed
-    // shared offset per i (the swizzle repeats every 8 rows); a warp copies two 256-byte runs.
-    const int urow0 = ltid / 16, uc = ltid % 16;
-    const int usw = (uc / 8) * (kUpRows * kUnitK) + urow0 * kUnitK + ((uc % 8) ^ (urow0 & 7)) * 16;
+    // GEMM1's token rows: thread ltid copies chunk uc of token rows urow0 + 8 a (a < 2), laid
+    // out as the weight rows (copy_w13).
     const int asw = (uc / 8) * kActTileBytes + urow0 * kUnitK + ((uc % 8) ^ (urow0 & 7)) * 16;
     const int aslot[2] = {s_slot[urow0], s_slot[urow0 + 8]};
-    // Unit (half h, k): rows h N + 128 j + r of w13, K bytes [256 k, 256 k + 256).
-    const unsigned char* w13_base =
-        w13 + ((long long)e * 2 * N + j * kUnitK + urow0) * K + uc * 16;
     // GEMM2: thread ltid copies chunk ltid % 8 of tile rows ltid / 8 + 16 i (i < 16); tile row
     // row0 + 16 i is w2 row 256 u + row0 + 16 i, the slice's 128 columns.
     const int row0 = ltid / 8, chunk = ltid % 8;
@@ -318,11 +344,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                                      : a_q,
                            slot >= 0 ? 16 : 0);
         }
-        const unsigned char* wk = w13_base + (long long)h * N * K + 2 * k * kUnitK;
-#pragma unroll
-        for (int i = 0; i < 16; ++i)
-          ptx::cp_async_16(base + kUpATileBytes + usw + i * 8 * kUnitK,
-                           wk + (long long)(8 * i) * K, 16);
+        if (idx >= kEarly) copy_w13(e, idx);
       } else if constexpr (PAIR) {  // unit u of this block's half
         copy_pair_unit(base, sc_dst, j * (K / 2) + (idx - KU1) * kUpRows);
       } else {

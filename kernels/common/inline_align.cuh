@@ -12,17 +12,24 @@
 // scratch: inline_align_scratch_bytes(ALIGN_E) bytes of shared memory (the GEMM's ring, unused
 // until its first copy). Out: s_slot[0, BLOCK_SIZE_M) the M-block's slots (-1 pads), `expert`
 // its local expert (-1: past the last expert's run: no work), `total_padded` =
-// num_tokens_post_padded.
+// num_tokens_post_padded. on_expert(expert) is called by every thread as soon as the expert is
+// known, before the slot list (one warp's pass over topk_ids and a barrier): a caller may start
+// the expert's weight copies there (into shared memory other than scratch and s_slot).
 #pragma once
 #include "common/tile_math.cuh"
 #include "common/warp_scan.cuh"
 
 namespace moetune::inline_align {
 
-template <int BLOCK_SIZE_M, int THREADS, int ALIGN_E>
+struct NoHook {
+  __device__ void operator()(int) const {}
+};
+
+template <int BLOCK_SIZE_M, int THREADS, int ALIGN_E, typename OnExpert = NoHook>
 __device__ __forceinline__ void derive_block(const int* __restrict__ topk_ids, int num_slots,
                                              int expert_start, int pid_m, int* scratch,
-                                             int* s_slot, int& expert, int& total_padded) {
+                                             int* s_slot, int& expert, int& total_padded,
+                                             OnExpert on_expert = {}) {
   static_assert(ALIGN_E > 0 && ALIGN_E <= tile_math::kInlineAlignMaxE, "ALIGN_E out of range");
   static_assert(THREADS % 32 == 0, "THREADS must be whole warps");
   int* s_ids = scratch;                                       // local expert of each slot
@@ -74,6 +81,7 @@ __device__ __forceinline__ void derive_block(const int* __restrict__ topk_ids, i
   const int all_blocks = __shfl_sync(0xffffffffu, w_incl, kWarps - 1);
   if (tid == 0) s_res[2] = all_blocks;
   __syncthreads();
+  on_expert(s_res[0]);
 
   // One warp: the expert's slots in slot order from rank (pid_m - first block) * BLOCK_SIZE_M on.
   if (warp == 0) {

@@ -272,12 +272,13 @@ class KernelEnvironmentKnobs(CliTestCase):
                 self.assertIn("0, 64, 128 or 256", r.err)
                 self.assertEqual(len(r.err.strip().splitlines()), 1, r)
 
-    def test_a_bad_trace_switch_is_one_line_naming_the_variable(self):
-        r = run("shapes", env={"MOETUNE_SLICED_TRACE": "yes"})
-        self.assertEqual(r.code, EXIT_BAD_INPUT, r)
-        self.assertIn("MOETUNE_SLICED_TRACE=yes", r.err)
-        self.assertIn("0 or 1", r.err)
-        self.assertEqual(len(r.err.strip().splitlines()), 1, r)
+    def test_a_bad_switch_is_one_line_naming_the_variable(self):
+        for var in ("MOETUNE_SLICED_TRACE", "MOETUNE_SLICED_EARLY_W13"):
+            r = run("shapes", env={var: "yes"})
+            self.assertEqual(r.code, EXIT_BAD_INPUT, r)
+            self.assertIn(f"{var}=yes", r.err)
+            self.assertIn("0 or 1", r.err)
+            self.assertEqual(len(r.err.strip().splitlines()), 1, r)
 
     def test_a_good_size_runs(self):
         r = run("kernels", "--list", env={"MOETUNE_CP_ASYNC_L2_PREFETCH": "256",

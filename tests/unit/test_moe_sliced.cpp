@@ -489,5 +489,29 @@ TEST_F(SlicedNvrtc, TraceBuildStampsIntoItsOwnArray) {
   EXPECT_NE(plain_key, traced_key);
 }
 
+// MOETUNE_SLICED_EARLY_W13=1: an instance of its own in which the producer's first ring units'
+// w13 copies leave from the derivation's hook (a 16-copy loop of their own, before the slot
+// list) besides the ring loop's; the instance that reads the alignment's tables derives nothing
+// and stays as it was; another value refused naming the variable.
+TEST_F(SlicedNvrtc, EarlyW13CopiesLeaveBeforeTheSlotList) {
+  const auto q = anchor(0, "fp8_block");
+  const cuda::KernelSpec derive = sliced_spec(q, "sm_90a", kSlicedStages, true);
+  const cuda::KernelSpec tables = sliced_spec(q, "sm_90a", kSlicedStages, false);
+  const char* knob = "MOETUNE_SLICED_EARLY_W13";
+  const std::string cp = "cp.async.cg.shared.global [";
+  ::unsetenv(knob);
+  const std::string plain = cuda::kernel_ptx(derive), plain_tables = cuda::kernel_ptx(tables);
+  const std::string plain_key = derive.cache_key();
+  ::setenv(knob, "1", 1);
+  const std::string early = cuda::kernel_ptx(derive), early_tables = cuda::kernel_ptx(tables);
+  const std::string early_key = derive.cache_key();
+  ::setenv(knob, "2", 1);
+  EXPECT_THROW(cuda::nvrtc_standard_options("sm_90a"), InputError);
+  ::unsetenv(knob);
+  EXPECT_EQ(occurrences(early, cp), occurrences(plain, cp) + 16);
+  EXPECT_EQ(occurrences(early_tables, cp), occurrences(plain_tables, cp));
+  EXPECT_NE(plain_key, early_key);
+}
+
 }  // namespace
 }  // namespace moetune::moe
