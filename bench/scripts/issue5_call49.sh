@@ -1,0 +1,55 @@
+#!/bin/bash
+# Issue 5, forty-fourth session: call48's checks and trace with the early w13 copies' A/B in
+# place of its stage-path prefetch sweep (kept in call48 for a later call). Carry .devbin
+# (`moetune` and `gpu_test_moe_sliced` from pdl_build_devbin.sh at main). In order:
+#   1. `check` at main's defaults (the sliced kernel's source changed after the last device
+#      check: smem layout, PAIR argument, GEMM1's weight copy as one lambda), both fp8 anchors,
+#      M = 1..64; then with MOETUNE_SLICED_EARLY_W13=1 at M = 6..20;
+#   2. gpu_test_moe_sliced (plain, pairs, claiming pairs against the stage path), then
+#      `check --sliced-pair-claims` at M = 8, 16 (the claims never ran on a GPU);
+#   3. the trace (plain / pairs / claims, M = 8, 16);
+#   4. the layer A/B at M = 6, 8, 16, 20 on both fp8 anchors: defaults, early w13 copies,
+#      claiming pairs. Predictions: early -0.2..-0.6% (0.1..0.2 µs of the ~38 µs at M = 8: one
+#      warp's pass over topk_ids, two barriers and the mbarrier setup come off each block's
+#      first load), the claims 0..+1% on Qwen3.5 (static pairs +0.3..+1.5% on an H100) and
+#      -0.5..-1.5% on DeepSeek-V3;
+#   5. on an H200, issue 5's bars at the defaults.
+# Env: CALL_S (the command's seconds, default 480; 590 on an H200).
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
+budget_call 480
+EW=MOETUNE_SLICED_EARLY_W13
+fp8_models=("--model qwen3.5-122b-a10b-fp8 --tp 4" "--model deepseek-v3 --tp 8")
+for m in "${fp8_models[@]}"; do
+  # shellcheck disable=SC2086
+  timeout -k 5 "$(cap 45)" .devbin/moetune check $m --batch 1,6,8,16,20,64 --configs 1 \
+    --layer-only >>"$OUT/check_defaults.txt" 2>&1
+  echo "check defaults ($m): exit $?"
+  # shellcheck disable=SC2086
+  env $EW=1 timeout -k 5 "$(cap 35)" .devbin/moetune check $m --batch 6,8,16,20 --configs 1 \
+    --layer-only >>"$OUT/check_early.txt" 2>&1
+  echo "check $EW=1 ($m): exit $?"
+done
+for f in check_defaults check_early; do
+  echo "$f: ok $(grep -c '^ok' "$OUT/$f.txt")"
+  grep -vE "^ok " "$OUT/$f.txt" | grep -iE "fail|not ok|error" | head -6
+done
+timeout -k 5 "$(cap 70)" .devbin/gpu_test_moe_sliced --gtest_color=no >"$OUT/gpu_test.txt" 2>&1
+echo "gpu_test_moe_sliced: exit $?"
+grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/gpu_test.txt"
+for m in "${fp8_models[@]}"; do
+  # shellcheck disable=SC2086
+  timeout -k 5 "$(cap 35)" .devbin/moetune check $m --batch 8,16 --configs 1 --sliced \
+    --sliced-pair-claims >>"$OUT/check_claims.txt" 2>&1
+  echo "check --sliced-pair-claims ($m): exit $?"
+done
+echo "check claims: ok $(grep -c '^ok' "$OUT/check_claims.txt")"
+grep -vE "^ok " "$OUT/check_claims.txt" | grep -iE "fail|not ok|error" | head -6
+MOETUNE_SLICED_TRACE=1 timeout -k 5 "$(cap 90)" .devbin/gpu_test_moe_sliced --gtest_color=no \
+  --gtest_filter='*Trace*' >"$OUT/trace.txt" 2>&1
+echo "trace: exit $?"; grep -E "^trace |Failure" "$OUT/trace.txt"
+sides="new!measured-ceilings new!measured-ceilings@$EW=1"
+sides+=" new!measured-ceilings!sliced-pair-claims"
+anchor_ab early 170 6,8,16,20 "$sides"
+if echo "$gpu" | grep -q H200; then bars 150 20; fi
+budget_done
