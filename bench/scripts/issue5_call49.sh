@@ -14,7 +14,8 @@
 #      first load), the claims 0..+1% on Qwen3.5 (static pairs +0.3..+1.5% on an H100) and
 #      -0.5..-1.5% on DeepSeek-V3;
 #   5. on an H200, issue 5's bars at the defaults.
-# Env: CALL_S (the command's seconds, default 480; 590 on an H200).
+# Env: CALL_S (the command's seconds, default 480; 590 on an H200); EARLY=1 adds the early w13
+# copies (check and A/B side).
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
 budget_call 480
@@ -25,12 +26,14 @@ for m in "${fp8_models[@]}"; do
   timeout -k 5 "$(cap 45)" .devbin/moetune check $m --batch 1,6,8,16,20,64 --configs 1 \
     --layer-only >>"$OUT/check_defaults.txt" 2>&1
   echo "check defaults ($m): exit $?"
-  # shellcheck disable=SC2086
-  env $EW=1 timeout -k 5 "$(cap 35)" .devbin/moetune check $m --batch 6,8,16,20 --configs 1 \
-    --layer-only >>"$OUT/check_early.txt" 2>&1
-  echo "check $EW=1 ($m): exit $?"
+  if [ -n "${EARLY:-}" ]; then
+    # shellcheck disable=SC2086
+    env $EW=1 timeout -k 5 "$(cap 35)" .devbin/moetune check $m --batch 6,8,16,20 --configs 1 \
+      --layer-only >>"$OUT/check_early.txt" 2>&1
+    echo "check $EW=1 ($m): exit $?"
+  fi
 done
-for f in check_defaults check_early; do
+for f in check_defaults ${EARLY:+check_early}; do
   echo "$f: ok $(grep -c '^ok' "$OUT/$f.txt")"
   grep -vE "^ok " "$OUT/$f.txt" | grep -iE "fail|not ok|error" | head -6
 done
@@ -48,7 +51,7 @@ grep -vE "^ok " "$OUT/check_claims.txt" | grep -iE "fail|not ok|error" | head -6
 MOETUNE_SLICED_TRACE=1 timeout -k 5 "$(cap 90)" .devbin/gpu_test_moe_sliced --gtest_color=no \
   --gtest_filter='*Trace*' >"$OUT/trace.txt" 2>&1
 echo "trace: exit $?"; grep -E "^trace |Failure" "$OUT/trace.txt"
-sides="new!measured-ceilings new!measured-ceilings@$EW=1"
+sides="new!measured-ceilings${EARLY:+ new!measured-ceilings@$EW=1}"
 sides+=" new!measured-ceilings!sliced-pair-claims"
 anchor_ab early 170 6,8,16,20 "$sides"
 if echo "$gpu" | grep -q H200; then bars 150 20; fi
