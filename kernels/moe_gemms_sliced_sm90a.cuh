@@ -68,9 +68,12 @@
 #define MOETUNE_SLICED_W2_L2_PREFETCH MOETUNE_CP_ASYNC_L2_PREFETCH
 #endif
 
-// 1: the producer issues the w13 copies of its first ring units as soon as the derivation knows
-// the expert (ALIGN_E > 0), before the slot list and the barriers' setup; their token rows and
-// scales follow in the usual order. A JIT knob from the environment (cuda/nvrtc.cpp).
+// 1 (ALIGN_E > 0, PAIR 0): the producer issues the w13 copies (and w13 scales) of its first S
+// ring units as soon as the derivation knows the expert, before the slot list, each unit
+// arriving on its slot's full barrier at once (the barriers are set up before the PDL wait);
+// the consumers load those units' token rows and activation scales themselves after the slot
+// list, so no unit's arrival waits on a later unit's copies. A JIT knob from the environment
+// (cuda/nvrtc.cpp).
 #ifndef MOETUNE_SLICED_EARLY_W13
 #define MOETUNE_SLICED_EARLY_W13 0
 #endif
@@ -181,6 +184,26 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   int* zeroed = counters + 1;
   int* done = counters + 2;
 
+  auto init_barriers = [&] {  // thread 0
+    // Every producer thread's copies landed (PAIR 2: and producer thread 0 tagged the slot).
+#pragma unroll
+    for (int st = 0; st < S; ++st) {
+      mbar::init(full_bar(st), kProducerThreads + (PAIR == 2 ? 1 : 0));
+      mbar::init(empty_bar(st), kConsumerThreads / 32);  // lane 0 of every consumer warp
+    }
+    if constexpr (PAIR) {
+      mbar::init(pair_bar, kConsumerThreads);  // every consumer thread of the partner
+      mbar::init(done_bar, 1);                 // PAIR 2: block 1's producer thread 0
+      *s_claim = 0;
+      mbar::fence_init();                      // visible to the partner's arrivals
+    }
+  };
+  // MOETUNE_SLICED_EARLY_W13: the ring units whose weights leave before the slot list.
+  constexpr int kEarly =
+      ALIGN_E > 0 && PAIR == 0 && MOETUNE_SLICED_EARLY_W13 ? (S < KU1 ? S : KU1) : 0;
+  // (kEarly: before the PDL wait, off the critical path; the derivation's barriers publish them.)
+  if (kEarly > 0 && tid == 0) init_barriers();
+
   // PDL: the alignment tables, a_q and the counters' reset come from the kernels before, and
   // the kernel before may still read out.
   if (tid == 0) sliced_detail::stamp(0);
@@ -206,8 +229,25 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     for (int i = 0; i < 16; ++i)
       ptx::cp_async_16(dst + i * 8 * kUnitK, wk + (long long)(8 * i) * K, 16);
   };
-  // MOETUNE_SLICED_EARLY_W13: the ring units whose weights leave before the slot list.
-  constexpr int kEarly = ALIGN_E > 0 && MOETUNE_SLICED_EARLY_W13 ? (S < KU1 ? S : KU1) : 0;
+  // Unit idx's w13 scales (warpgroup q / 2, K-subtile q % 2) for producer threads
+  // kUpWScale <= ltid < kUpWScale + 2 kUpDepth, into the slot's scales.
+  auto copy_w13_scale = [&](int ex, int idx) {
+    if (ltid < kUpWScale || ltid >= kUpWScale + 2 * kUpDepth) return;
+    const int h = idx / KH, k = idx % KH, q = ltid - kUpWScale;
+    const int row = h * N + j * kUnitK + (q / 2) * 64;
+    ptx::cp_async_4(ptx::smem_addr(s_sc + (idx % S) * kSlotScales + ltid),
+                    w13_scale + ((long long)ex * (2 * N / kSBN) + row / kSBN) * KB + 2 * k + q % 2,
+                    4);
+  };
+  // The derivation's hook (every thread, once the expert ex is known): kEarly units' weights.
+  auto early_w13 = [&](int ex) {
+    if (kEarly == 0 || tid < kConsumerThreads || ex < 0) return;
+    for (int idx = 0; idx < kEarly; ++idx) {
+      copy_w13_scale(ex, idx);
+      copy_w13(ex, idx);
+      mbar::arrive_on_cp_async(full_bar(idx));  // this unit's copies and those before it
+    }
+  };
   int total, e;
   if constexpr (ALIGN_E > 0) {
     // Ring slot 0 is the scratch: the producer's first copy comes after the barrier below, and
@@ -217,12 +257,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                   "the derivation's scratch must stay clear of slot 0's weight tile");
     inline_align::derive_block<kBlockM, kThreads, ALIGN_E>(
         topk_ids, static_cast<int>(num_slots), expert_start, b, reinterpret_cast<int*>(smem),
-        s_slot, e, total, [&](int ex) {
-          if constexpr (kEarly > 0)
-            if (tid >= kConsumerThreads && ex >= 0)
-#pragma unroll 1
-              for (int idx = 0; idx < kEarly; ++idx) copy_w13(ex, idx);
-        });
+        s_slot, e, total, early_w13);
   } else {
     total = __ldg(num_tokens_post_padded);
     e = __ldg(expert_ids + b);
@@ -233,18 +268,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   }
   if (tid == 0) {
     *s_ticket = my_ticket;
-    // Every producer thread's copies landed (PAIR 2: and producer thread 0 tagged the slot).
-#pragma unroll
-    for (int st = 0; st < S; ++st) {
-      mbar::init(full_bar(st), kProducerThreads + (PAIR == 2 ? 1 : 0));
-      mbar::init(empty_bar(st), kConsumerThreads / 32);  // lane 0 of every consumer warp
-    }
-    if constexpr (PAIR) {
-      mbar::init(pair_bar, kConsumerThreads);  // every consumer thread of the partner
-      mbar::init(done_bar, 1);                 // PAIR 2: block 1's producer thread 0
-      *s_claim = 0;
-      mbar::fence_init();                      // visible to the partner's arrivals
-    }
+    if constexpr (kEarly == 0) init_barriers();
   }
   __syncthreads();
   if constexpr (PAIR) {
@@ -314,13 +338,13 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
             base + kUpATileBytes + usw + i * 8 * kUnitK, wb + (long long)(8 * i) * N, 16);
     };
     // PAIR 2: GEMM2's units come from the claims below, after the static ones.
-    for (int idx = 0; idx < KU1 + (PAIR == 2 ? 0 : ND); ++idx) {
+    for (int idx = kEarly; idx < KU1 + (PAIR == 2 ? 0 : ND); ++idx) {
       const int st = idx % S;
       if (idx >= S) mbar::wait(empty_bar(st), static_cast<unsigned>((idx / S - 1) & 1));
       const unsigned base = smem_base + st * kStageBytes;
       const unsigned sc_dst = ptx::smem_addr(s_sc + st * kSlotScales + ltid);
       if (idx < KU1) {
-        const int h = idx / KH, k = idx % KH;
+        const int k = idx % KH;
         // The unit's scales ride with it: a_scale of token row ltid % 16 and K-subtile
         // ltid / 16, or (ltid - 32: warpgroup q / 2, subtile q % 2) its w13_scale.
         if (ltid < kUpWScale) {
@@ -329,12 +353,8 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                           srow >= 0 ? a_scale + (long long)(srow / TOPK) * KB + 2 * k + ltid / 16
                                     : a_scale,
                           srow >= 0 ? 4 : 0);
-        } else if (ltid < kUpWScale + 2 * kUpDepth) {
-          const int q = ltid - kUpWScale;
-          const int row = h * N + j * kUnitK + (q / 2) * 64;
-          ptx::cp_async_4(
-              sc_dst, w13_scale + ((long long)e * (2 * N / kSBN) + row / kSBN) * KB + 2 * k + q % 2,
-              4);
+        } else {
+          copy_w13_scale(e, idx);
         }
 #pragma unroll
         for (int a = 0; a < 2; ++a) {
@@ -344,7 +364,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                                      : a_q,
                            slot >= 0 ? 16 : 0);
         }
-        if (idx >= kEarly) copy_w13(e, idx);
+        copy_w13(e, idx);
       } else if constexpr (PAIR) {  // unit u of this block's half
         copy_pair_unit(base, sc_dst, j * (K / 2) + (idx - KU1) * kUpRows);
       } else {
@@ -400,6 +420,31 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   }
 
   // ---- consumer warpgroups ----------------------------------------------------------------------
+  if constexpr (kEarly > 0) {
+    // The early units' token rows (thread tid: chunk c = tid % 16 of token row r = tid / 16,
+    // laid out as the producer's copies) and activation scales (thread tid < kUpWScale: token
+    // row tid % 16, K-subtile tid / 16); pads read as zero.
+    const int r = tid / 16, c = tid % 16, slot = s_slot[r];
+    const int sr = tid < kUpWScale ? s_slot[tid % kBlockM] : -1;
+    uint4 v[kEarly];
+    float sv[kEarly];
+#pragma unroll
+    for (int idx = 0; idx < kEarly; ++idx) {  // every load in flight before the first store
+      const int k = idx % KH;
+      v[idx] = slot >= 0 ? __ldg(reinterpret_cast<const uint4*>(
+                               a_q + (long long)(slot / TOPK) * K + 2 * k * kUnitK + c * 16))
+                         : make_uint4(0, 0, 0, 0);
+      sv[idx] = sr >= 0 ? __ldg(a_scale + (long long)(sr / TOPK) * KB + 2 * k + tid / 16) : 0.f;
+    }
+#pragma unroll
+    for (int idx = 0; idx < kEarly; ++idx) {
+      *reinterpret_cast<uint4*>(smem + idx * kStageBytes + (c / 8) * kActTileBytes +
+                                r * kUnitK + ((c % 8) ^ (r & 7)) * 16) = v[idx];
+      if (tid < kUpWScale) s_sc[idx * kSlotScales + tid] = sv[idx];
+    }
+    wgmma::fence_proxy_async();  // our generic-proxy writes -> the wgmma reads of GEMM1
+    consumer_sync();
+  }
   if (zeroes) {  // while the first units load
     zero_out(kConsumerThreads);
     consumer_sync();
