@@ -40,6 +40,12 @@ done
 timeout -k 5 "$(cap 70)" .devbin/gpu_test_moe_sliced --gtest_color=no >"$OUT/gpu_test.txt" 2>&1
 echo "gpu_test_moe_sliced: exit $?"
 grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/gpu_test.txt"
+if [ -n "${EARLY:-}" ]; then
+  env $EW=1 timeout -k 5 "$(cap 60)" .devbin/gpu_test_moe_sliced --gtest_color=no \
+    --gtest_filter='-*Pair*' >"$OUT/gpu_test_early.txt" 2>&1
+  echo "gpu_test_moe_sliced $EW=1: exit $?"
+  grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/gpu_test_early.txt"
+fi
 for m in "${fp8_models[@]}"; do
   # shellcheck disable=SC2086
   timeout -k 5 "$(cap 35)" .devbin/moetune check $m --batch 8,16 --configs 1 --sliced \
