@@ -240,12 +240,16 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                     4);
   };
   // The derivation's hook (every thread, once the expert ex is known): kEarly units' weights.
+  // (ex >= 0 implies the block's m-block is below the padded total: `works` below holds, so no
+  // block exits with these copies in flight.)
   auto early_w13 = [&](int ex) {
-    if (kEarly == 0 || tid < kConsumerThreads || ex < 0) return;
-    for (int idx = 0; idx < kEarly; ++idx) {
-      copy_w13_scale(ex, idx);
-      copy_w13(ex, idx);
-      mbar::arrive_on_cp_async(full_bar(idx));  // this unit's copies and those before it
+    if constexpr (kEarly > 0) {
+      if (tid < kConsumerThreads || ex < 0) return;
+      for (int idx = 0; idx < kEarly; ++idx) {
+        copy_w13_scale(ex, idx);
+        copy_w13(ex, idx);
+        mbar::arrive_on_cp_async(full_bar(idx));  // this unit's copies and those before it
+      }
     }
   };
   int total, e;
