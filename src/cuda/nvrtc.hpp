@@ -46,8 +46,8 @@ std::string cuda_include_dir();
 // (bytes) of every 16-byte cp.async (kernels/common/ptx.cuh); MOETUNE_SLICED_W2_L2_PREFETCH:
 // the sliced kernel's w2 copies' (unset: the first one's); MOETUNE_SLICED_TRACE: 1, the sliced
 // kernel stamps each block's progress into a device array (sliced_plan::kTraceSymbol);
-// MOETUNE_SLICED_EARLY_W13: 1, the sliced kernel's producer issues its first ring units' w13
-// copies as soon as the derivation knows the expert.
+// MOETUNE_SLICED_EARLY_W13: 0, the sliced kernel's producer no longer issues its first ring
+// units' w13 copies as soon as the derivation knows the expert (unset or 1: it does).
 struct KernelKnob {
   const char* name;
   const char* values;  // as the refusal says them
