@@ -1,4 +1,6 @@
 #!/bin/bash
+# RECORD (forty-fourth session): `--sliced-pair-claims` was removed after it hung on its first
+# GPU run (call 1 of that session), so the claims steps below now fail at once.
 # Issue 5, prepared in the forty-third session (not run: no device came after its call 3). Carry
 # .devbin (`moetune` and `gpu_test_moe_sliced` from pdl_build_devbin.sh at main). In order,
 # whichever GPU:

@@ -1,4 +1,6 @@
 #!/bin/bash
+# RECORD (forty-fourth session): `--sliced-pair-claims` was removed after it hung on its first
+# GPU run (call 1 of that session), so the claims steps below now fail at once.
 # Issue 5, forty-fourth session: call48's checks and trace with the early w13 copies' A/B in
 # place of its stage-path prefetch sweep (kept in call48 for a later call). Carry .devbin
 # (`moetune` and `gpu_test_moe_sliced` from pdl_build_devbin.sh at main). In order:
