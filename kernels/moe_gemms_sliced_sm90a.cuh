@@ -32,12 +32,6 @@
 // - ALIGN_E > 0: the block derives its m-block's expert and slots from topk_ids itself
 //   (common/inline_align.cuh, as the stage GEMM1 can), so no alignment launch runs; the
 //   routing launch then zeroes the counters. ALIGN_E = 0 reads the alignment's tables.
-// - PAIR 2 (claims): as PAIR 1, but GEMM2's 2 K / 256 units of 128 w2 rows (all of out's
-//   columns) are not split in halves: each block's producer claims the next one from a counter
-//   in block 0's shared memory (a cluster-scope atomic issued a unit ahead of its copies) and
-//   tags the ring slot with it (-1: none left), so the block the memory system serves faster
-//   takes more and the pair's ends meet. Block 0 stays until block 1's last claim has returned
-//   (an arrival on block 0's second barrier).
 // - PAIR (N = 256; launched as clusters of two blocks, the m-block's two slices): after GEMM1
 //   each block stores its activation tile and scales into its partner's shared memory too
 //   (distributed shared memory, an arrival on the partner's mbarrier), and GEMM2 takes units of
@@ -120,8 +114,7 @@ template <int N,              // per-rank expert intermediate size
           int SCALE_BLOCK_N,  // block_n of the weight scales (block_k is 128)
           int NUM_STAGES,     // ring slots
           int ALIGN_E,        // 0: the alignment's tables; else the local experts (derived here)
-          int PAIR = 0>       // 1: clusters of two blocks swap activation halves (N = 256);
-                              // 2: and claim GEMM2's units from a shared counter
+          int PAIR = 0>       // 1: clusters of two blocks swap activation halves (N = 256)
 __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     moe_gemms_sliced(const unsigned char* __restrict__ a_q,     // [M, K] e4m3
                      const float* __restrict__ a_scale,         // [M, K/128]
@@ -173,9 +166,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   auto full_bar = [&](int st) { return bar_base + 8u * st; };
   auto empty_bar = [&](int st) { return bar_base + 8u * (S + st); };
   const unsigned pair_bar = bar_base + 16u * S;  // the partner's activation has landed
-  const unsigned done_bar = pair_bar + 8u;       // PAIR 2, block 0: block 1's claims are over
-  int* s_claim = reinterpret_cast<int*>(s_ticket + 4 + 2 * (2 * S + 2));  // PAIR 2 (block 0's)
-  int* s_tag = s_claim + 2;                      // PAIR 2: each slot's GEMM2 unit (-1: none)
   const unsigned smem_base = ptx::smem_addr(smem);
 
   const int tid = threadIdx.x;
@@ -186,16 +176,13 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   int* done = counters + 2;
 
   auto init_barriers = [&] {  // thread 0
-    // Every producer thread's copies landed (PAIR 2: and producer thread 0 tagged the slot).
 #pragma unroll
     for (int st = 0; st < S; ++st) {
-      mbar::init(full_bar(st), kProducerThreads + (PAIR == 2 ? 1 : 0));
+      mbar::init(full_bar(st), kProducerThreads);        // every producer thread's copies landed
       mbar::init(empty_bar(st), kConsumerThreads / 32);  // lane 0 of every consumer warp
     }
     if constexpr (PAIR) {
       mbar::init(pair_bar, kConsumerThreads);  // every consumer thread of the partner
-      mbar::init(done_bar, 1);                 // PAIR 2: block 1's producer thread 0
-      *s_claim = 0;
       mbar::fence_init();                      // visible to the partner's arrivals
     }
   };
@@ -342,8 +329,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         ptx::cp_async_16_l2<MOETUNE_SLICED_W2_L2_PREFETCH>(
             base + kUpATileBytes + usw + i * 8 * kUnitK, wb + (long long)(8 * i) * N, 16);
     };
-    // PAIR 2: GEMM2's units come from the claims below, after the static ones.
-    for (int idx = kEarly; idx < KU1 + (PAIR == 2 ? 0 : ND); ++idx) {
+    for (int idx = kEarly; idx < KU1 + ND; ++idx) {
       const int st = idx % S;
       if (idx >= S) mbar::wait(empty_bar(st), static_cast<unsigned>((idx / S - 1) & 1));
       const unsigned base = smem_base + st * kStageBytes;
@@ -386,39 +372,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
               base + kUpATileBytes + dst0 + i * 16 * kUnitK, wb + (long long)(16 * i) * N, 16);
       }
       mbar::arrive_on_cp_async(full_bar(st));
-      if constexpr (PAIR == 2)
-        if (ltid == 0) mbar::arrive(full_bar(st));  // the count has the tag's arrival
-    }
-    if constexpr (PAIR == 2) {
-      // Claims from block 0's counter, each issued a unit ahead of its copies (its round trip
-      // overlaps this unit's copies and the next slot's wait); thread 0 claims and tags, the
-      // others read the tag. A block holds up to S + 1 claimed units its consumers have not
-      // started, so the pair's ends can still differ by that many.
-      const unsigned claim = cluster::map(ptx::smem_addr(s_claim), 0);
-      int next = 0;
-      if (ltid == 0) {
-        cluster::wait();  // block 0's counter is initialized (every thread arrived after it)
-        next = static_cast<int>(cluster::add(claim, 1));
-      }
-      for (int n = 0;; ++n) {
-        const int idx = KU1 + n, st = idx % S;
-        if (idx >= S) mbar::wait(empty_bar(st), static_cast<unsigned>((idx / S - 1) & 1));
-        if (ltid == 0) {
-          const int v = next < 2 * ND ? next : -1;
-          if (v >= 0) next = static_cast<int>(cluster::add(claim, 1));
-          s_tag[st] = v;
-        }
-        asm volatile("bar.sync 2, %0;\n" ::"n"(kProducerThreads) : "memory");
-        const int v = s_tag[st];
-        if (v >= 0)
-          copy_pair_unit(smem_base + st * kStageBytes,
-                         ptx::smem_addr(s_sc + st * kSlotScales + ltid), v * kUpRows);
-        mbar::arrive_on_cp_async(full_bar(st));
-        if (ltid == 0) mbar::arrive(full_bar(st));  // after the tag (release)
-        if (v < 0) break;
-      }
-      // Block 1's last claim has returned: block 0 (whose counter it was) may exit.
-      if (j == 1 && ltid == 0) cluster::arrive_remote(cluster::map(done_bar, 0));
     }
     pdl_launch_dependents();  // the next kernel may be scheduled (it waits for this grid)
     return;
@@ -609,8 +562,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     scale_p[q] = PAIR ? s_asc2[kBlockM + tok(q)] * w : 0.f;
   }
 
-  // ---- GEMM2 of a pair: 128 of out's columns a unit, both halves of the intermediate --------
-  // PAIR 1: this block's half, [K/2 j, K/2 j + K/2); PAIR 2: the units its producer claimed.
+  // ---- GEMM2 of a pair: out's columns [K/2 j, K/2 j + K/2), 128 at a time, both halves ------
   if constexpr (PAIR) {
     const unsigned act2_addr = ptx::smem_addr(s_act2);
     // The unit in slot st (its n-th GEMM2 unit): out's columns [col0, col0 + 128).
@@ -637,19 +589,14 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                          *reinterpret_cast<const uint4*>(tile + r * kOutRowBytes + ch * 16));
       }
     };
-    for (int n = 0; PAIR == 2 || n < ND; ++n) {
+    for (int n = 0; n < ND; ++n) {
       const int idx = KU1 + n, st = idx % S;
       mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));
-      const int v = PAIR == 2 ? s_tag[st] : 0;
-      if (v < 0) break;  // PAIR 2: no unit left
       wgmma::fence_proxy_async();
-      pair_unit(st, n, PAIR == 2 ? v * kUpRows : j * (K / 2) + n * kUpRows);
+      pair_unit(st, n, j * (K / 2) + n * kUpRows);
     }
     consumer_sync();
     if (tid == 0) sliced_detail::stamp(4);
-    // PAIR 2: block 1 claims from block 0's counter until its producer's last claim returns.
-    if constexpr (PAIR == 2)
-      if (j == 0 && tid == 0) cluster::wait_local(done_bar, 0);
     finish();
     return;
   }

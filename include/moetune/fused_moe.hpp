@@ -115,10 +115,6 @@ struct FusedMoeOptions {
   // each then running GEMM2 over the whole intermediate for half of out's columns (w2 rows in
   // 256-byte runs). Other N: the plain instance.
   bool sliced_pairs = false;
-  // With sliced_pairs (`--sliced-pair-claims` sets both): the pair's two blocks claim GEMM2's
-  // units one at a time from a counter in distributed shared memory instead of taking half of
-  // out's columns each, so the block served faster takes more (the pair's ends meet).
-  bool sliced_pair_claims = false;
   // The top-k sum folded into GEMM2 (gemm2_sums_topk_applies: sm_90+): GEMM1's blocks zero
   // `out`, GEMM2 adds each slot's row (times its routed weight, rounded to the output dtype) into
   // its token's row of out with bf16/fp16 atomics (red.global.add), and MoeStage::reduce
@@ -280,8 +276,6 @@ class FusedMoe {
   int sliced_stages() const;
   // Whether the sliced kernel runs in pairs (options.sliced_pairs where moe::sliced_pairs_fit).
   bool sliced_pairs() const;
-  // Whether those pairs claim GEMM2's units (options.sliced_pair_claims where they run).
-  bool sliced_pair_claims() const;
   // Which kernels forward() runs for M tokens, the name bench and profile report: "decode" (the
   // two decode kernels, uses_decode_kernels), "persistent" (one kernel runs both GEMMs,
   // uses_persistent_gemms), "sliced" (uses_sliced_gemms), else "stages" (a kernel per stage).

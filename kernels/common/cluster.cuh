@@ -81,22 +81,6 @@ __device__ __forceinline__ void arrive_remote(unsigned cluster_bar) {
 #endif
 }
 
-// Adds v to the 32-bit word at a shared::cluster address (map()), returning the old value
-// (relaxed, cluster scope: a counter the pair's blocks claim work from).
-__device__ __forceinline__ unsigned add(unsigned cluster_addr, unsigned v) {
-  unsigned old = 0;
-#if MOETUNE_CLUSTER_OK
-  asm volatile("atom.relaxed.cluster.shared::cluster.add.u32 %0, [%1], %2;\n"
-               : "=r"(old)
-               : "r"(cluster_addr), "r"(v)
-               : "memory");
-#else
-  (void)cluster_addr; (void)v;
-  __trap();
-#endif
-  return old;
-}
-
 // Blocks until this block's mbarrier completes the phase of parity `parity`, acquiring at
 // cluster scope what the arrivals (arrive_remote) released.
 __device__ __forceinline__ void wait_local(unsigned bar, unsigned parity) {

@@ -73,11 +73,9 @@ MOETUNE_HD constexpr int down_units(int K) { return K / kUnitRows; }    // per b
 // a pair's other half), two staged bf16 output tiles (GEMM2's adds leave from one while the next
 // is written), each slot's scales, the two tiles' activation scales, the slot table, the
 // ticket, the full and empty mbarriers of each slot and a pair's activation barrier.
-// Then a claiming pair's (PAIR 2) second barrier, its claim counter and each slot's GEMM2 unit.
 MOETUNE_HD constexpr int smem_bytes(int stages) {
   return stages * kStageBytes + 2 * kActTileBytes + 2 * kBlockM * kOutRowBytes +
-         stages * kSlotScales * 4 + 2 * kBlockM * 4 + kBlockM * 4 + 16 + 2 * stages * 8 + 8 +
-         8 + 8 + kMaxStages * 4;
+         stages * kSlotScales * 4 + 2 * kBlockM * 4 + kBlockM * 4 + 16 + 2 * stages * 8 + 8;
 }
 // MOETUNE_SLICED_TRACE builds (a JIT knob, cuda/nvrtc.hpp): block g < kTraceBlocks writes
 // globaltimer stamps (ns) into the device array kTraceSymbol [kTraceBlocks][kTraceStamps] at its

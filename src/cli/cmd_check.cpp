@@ -24,7 +24,6 @@ struct CheckCliOptions {
        no_align_in_gemm1 = false, sliced = false, no_sliced = false;
   std::string sliced_stages;
   bool sliced_pairs = false;
-  bool sliced_pair_claims = false;
 };
 
 std::vector<std::string> split_list(const std::string& field, const std::string& text) {
@@ -75,8 +74,7 @@ int run_check_command(const GlobalOptions& g, const CheckCliOptions& o) {
   if (o.align_in_gemm1 || o.no_align_in_gemm1) opts.alignment_in_gemm1 = o.align_in_gemm1;
   if (o.sliced || o.no_sliced) opts.sliced_gemms = o.sliced;
   if (!o.sliced_stages.empty()) opts.sliced_stages = parse_sliced_stages(o.sliced_stages);
-  opts.sliced_pairs = o.sliced_pairs || o.sliced_pair_claims;
-  opts.sliced_pair_claims = o.sliced_pair_claims;
+  opts.sliced_pairs = o.sliced_pairs;
 
   const bool own_model = g.given("model") || g.given("experts") || g.given("topk") ||
                          g.given("intermediate") || g.given("hidden");
@@ -180,9 +178,6 @@ Commands register_check(CLI::App& app, const GlobalOptions& g) {
   sub->add_flag("--sliced-pairs", o->sliced_pairs,
                 "the sliced kernel, where it runs and N = 256, in pairs of blocks (clusters of "
                 "two) that swap activation halves (default: off)");
-  sub->add_flag("--sliced-pair-claims", o->sliced_pair_claims,
-                "as --sliced-pairs, the pair's blocks claiming GEMM2's units from a shared counter "
-                "(default: off)");
   sliced->excludes(deterministic);  // the sliced kernel's adds land in any order
   return {{sub, [&g, o] { return run_check_command(g, *o); }}};
 }

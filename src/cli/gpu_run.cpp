@@ -80,9 +80,6 @@ void add_measure_options(CLI::App& sub, MeasureCliOptions& o) {
   sub.add_flag("--sliced-pairs", o.sliced_pairs,
                "the sliced kernel, where it runs and N = 256, as clusters of two blocks that swap "
                "activation halves, w2 read in 256-byte runs (default: off)");
-  sub.add_flag("--sliced-pair-claims", o.sliced_pair_claims,
-               "as --sliced-pairs, the pair's two blocks claiming GEMM2's units from a shared "
-               "counter instead of half each (default: off)");
   sub.add_flag("--deterministic", o.deterministic,
                "bit-reproducible output: the top-k sum as its own launch in a fixed order, and "
                "never the sliced kernel (default on sm_90+: GEMM2 adds each slot's row into the "
@@ -105,8 +102,7 @@ FusedMoeOptions fused_moe_options(const MeasureCliOptions& o) {
   f.persistent_gemms = o.persistent;
   if (o.sliced || o.no_sliced) f.sliced_gemms = o.sliced;
   if (!o.sliced_stages.empty()) f.sliced_stages = parse_sliced_stages(o.sliced_stages);
-  f.sliced_pairs = o.sliced_pairs || o.sliced_pair_claims;
-  f.sliced_pair_claims = o.sliced_pair_claims;
+  f.sliced_pairs = o.sliced_pairs;
   f.topk_sum_in_gemm2 = !o.deterministic;
   if (o.align_in_gemm1 || o.no_align_in_gemm1) f.alignment_in_gemm1 = o.align_in_gemm1;
   return f;

@@ -37,7 +37,6 @@ struct MeasureCliOptions {
   bool no_sliced = false;   // --no-sliced: never (default: the GPU's rule)
   std::string sliced_stages;  // --sliced-stages N: its ring slots (2..5; default 4)
   bool sliced_pairs = false;  // --sliced-pairs: its pairs instance where N = 256
-  bool sliced_pair_claims = false;  // --sliced-pair-claims: pairs that claim GEMM2's units
   bool persistent = false;  // --persistent: the persistent GEMM kernel where it applies (A/B)
   bool align_in_gemm1 = false;  // --align-in-gemm1: GEMM1 derives the alignment (decode sizes)
   bool no_align_in_gemm1 = false;  // --no-align-in-gemm1: never (default: the GPU's rule)

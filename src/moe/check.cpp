@@ -303,7 +303,6 @@ CheckReport check_shape(const CheckShape& cs, const GpuSpec& gpu, const CheckOpt
         fo.alignment_in_gemm1 = opts.alignment_in_gemm1;
         fo.sliced_stages = opts.sliced_stages;
         fo.sliced_pairs = opts.sliced_pairs;
-        fo.sliced_pair_claims = opts.sliced_pair_claims;
         // The default config's layer as the GPU's rule runs it (the sliced kernel at M = 6..8
         // and 14..24 / 14..20 on the H100 SXM / H200); a random config's with the stage GEMMs
         // it configures, unless the sliced kernel is asked for.
@@ -769,9 +768,8 @@ std::vector<cuda::KernelSpec> kernel_specs_for_compile_only(const std::string& a
         if (sliced_derives_alignment(f8, 1))
           specs.push_back(sliced_spec(f8, arch, kSlicedStages, true));
         if (sliced_pairs_fit(f8))  // in pairs (--sliced-pairs), deriving where it can
-          for (bool claims : {false, true})
-            specs.push_back(sliced_spec(f8, arch, kSlicedStages, sliced_derives_alignment(f8, 1),
-                                        true, claims));
+          specs.push_back(
+              sliced_spec(f8, arch, kSlicedStages, sliced_derives_alignment(f8, 1), true));
       }
     }
   {  // and from precomputed ids, once

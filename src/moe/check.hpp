@@ -61,8 +61,6 @@ struct CheckOptions {
   int sliced_stages = 0;
   // FusedMoeOptions::sliced_pairs of every layer checked (`check --sliced-pairs`).
   bool sliced_pairs = false;
-  // FusedMoeOptions::sliced_pair_claims (`check --sliced-pair-claims`, which sets pairs too).
-  bool sliced_pair_claims = false;
 };
 
 struct CheckResult {

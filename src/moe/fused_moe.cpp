@@ -167,7 +167,6 @@ struct FusedMoe::Impl {
   // The sliced GEMM kernel's ring slots (0: it never runs here), and whether in pairs.
   int sliced_stages = 0;
   bool sliced_pairs = false;
-  bool sliced_pair_claims = false;
   int launch_grid() const;
   std::vector<std::shared_ptr<cuda::LoadedKernel>> loaded;  // kept alive after prepare()
 
@@ -244,7 +243,6 @@ FusedMoe::FusedMoe(const MoeShape& shape, const GpuSpec& gpu, ConfigTable up, Co
         gpu.smem_per_block_bytes, opts.sliced_stages > 0 ? opts.sliced_stages : moe::kSlicedStages);
   impl_->sliced_pairs =
       impl_->sliced_stages > 0 && opts.sliced_pairs && moe::sliced_pairs_fit(shape);
-  impl_->sliced_pair_claims = impl_->sliced_pairs && opts.sliced_pair_claims;
   impl_->opts = std::move(opts);
 }
 
@@ -483,8 +481,8 @@ void FusedMoe::prepare(std::int64_t max_M) {
     std::set<std::string> names;
     for (std::int64_t M = 1; M <= std::min(max_M, moe::kSlicedMaxTokens); ++M) {
       if (!uses_sliced_gemms(M)) continue;
-      cuda::KernelSpec spec = moe::sliced_spec(s, arch, impl_->sliced_stages, gemm1_aligns(M),
-                                               impl_->sliced_pairs, impl_->sliced_pair_claims);
+      cuda::KernelSpec spec =
+          moe::sliced_spec(s, arch, impl_->sliced_stages, gemm1_aligns(M), impl_->sliced_pairs);
       if (names.insert(spec.name).second) specs.push_back(std::move(spec));
     }
   }
@@ -693,7 +691,6 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
         }
         a.out_zeroed = routing_zeroes_out;
         a.pairs = impl_->sliced_pairs;
-        a.claims = impl_->sliced_pair_claims;
         moe::launch_sliced(s, arch, impl_->sliced_stages, a, stream, pdl);
         return;
       }
@@ -769,7 +766,6 @@ bool FusedMoe::uses_persistent_gemms(std::int64_t M) const {
 
 int FusedMoe::sliced_stages() const { return impl_->sliced_stages; }
 bool FusedMoe::sliced_pairs() const { return impl_->sliced_pairs; }
-bool FusedMoe::sliced_pair_claims() const { return impl_->sliced_pair_claims; }
 
 bool FusedMoe::uses_sliced_gemms(std::int64_t M) const {
   const MoeShape& s = impl_->shape;

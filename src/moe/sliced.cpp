@@ -34,18 +34,15 @@ bool sliced_derives_alignment(const MoeShape& s, std::int64_t M) {
 bool sliced_pairs_fit(const MoeShape& s) { return sliced_unfit(s).empty() && sp::pairs(s.N); }
 
 cuda::KernelSpec sliced_spec(const MoeShape& s, const std::string& arch, int stages,
-                             bool derive_alignment, bool pairs, bool claims) {
+                             bool derive_alignment, bool pairs) {
   if (pairs && sliced_unfit(s).empty() && !sp::pairs(s.N))
     throw InputError("N", std::to_string(s.N), "the sliced kernel's pairs take N = 256");
-  if (claims && !pairs)
-    throw InputError("claims", "true", "the sliced kernel claims GEMM2's units in pairs only");
-  const int mode = pairs ? (claims ? 2 : 1) : 0;
   return block_fp8_spec(s, sp::shape_violation, arch, "moe_gemms_sliced_sm90a.cuh",
                         "moetune::moe_gemms_sliced", "moe_gemms_sliced", stages,
                         {{"ALIGN_E", std::to_string(derive_alignment ? s.E : 0)},
-                         {"PAIR", std::to_string(mode)}},
+                         {"PAIR", pairs ? "1" : "0"}},
                         (derive_alignment ? fmt::format("_ia{}", s.E) : std::string()) +
-                            (mode == 2 ? "_pairc" : mode == 1 ? "_pair" : ""));
+                            (pairs ? "_pair" : ""));
 }
 
 int sliced_counter_ints() { return sp::kCounterInts; }
@@ -94,7 +91,7 @@ void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const
   lo.pdl = pdl;
   lo.cluster_x = a.pairs ? 2 : 1;  // the m-block's two slices (blocks 2b, 2b + 1)
   cuda::Jit::instance()
-      .get(sliced_spec(s, arch, stages, derive, a.pairs, a.claims))
+      .get(sliced_spec(s, arch, stages, derive, a.pairs))
       ->launch(cuda::Dim3{static_cast<unsigned>(blocks), 1, 1},
                cuda::Dim3{static_cast<unsigned>(sp::kThreads), 1, 1},
                static_cast<std::size_t>(sp::smem_bytes(stages)), stream, args, lo);

@@ -50,11 +50,9 @@ bool sliced_pairs_fit(const MoeShape& shape);
 
 // derive_alignment: the instance that derives its m-block's expert and slots from topk_ids
 // (SlicedArgs::topk_ids set) instead of reading the alignment's tables. pairs: the instance
-// launched as clusters of two (InputError unless sliced_pairs_fit); claims (with pairs): whose
-// two blocks claim GEMM2's units from a shared counter instead of taking a half each.
+// launched as clusters of two (InputError unless sliced_pairs_fit).
 cuda::KernelSpec sliced_spec(const MoeShape& shape, const std::string& arch, int stages,
-                             bool derive_alignment = false, bool pairs = false,
-                             bool claims = false);
+                             bool derive_alignment = false, bool pairs = false);
 
 // int32 counters the kernel needs in the workspace without SlicedArgs::out_zeroed (zero before
 // the first launch; the kernel leaves them zero, and FusedMoe's routing or alignment launch
@@ -87,10 +85,8 @@ struct SlicedArgs {
   // Unset: its first blocks zero out and the counters must be zero on entry (the kernel leaves
   // them zero).
   bool out_zeroed = false;
-  // Set: the pairs instance (sliced_pairs_fit), launched as clusters of two blocks; with
-  // claims, the instance whose pairs claim GEMM2's units.
+  // Set: the pairs instance (sliced_pairs_fit), launched as clusters of two blocks.
   bool pairs = false;
-  bool claims = false;
 };
 // One launch of max_m_blocks x N/128 blocks, a programmatic dependent launch when pdl. Throws
 // InputError on a shape it cannot run or a missing pointer.

@@ -61,15 +61,13 @@ constexpr double kRunToRun = 1e-2;
 // skew: route every token's first slot to one expert (several m-blocks of one expert).
 // align: the sliced layer's FusedMoeOptions::alignment_in_gemm1 (unset: it derives the alignment
 // wherever that fits, M * topk <= 256; false: it reads the alignment launch's tables).
-// pairs: the sliced layer's FusedMoeOptions::sliced_pairs (clusters of two blocks); claims: and
-// sliced_pair_claims (the pair's blocks claim GEMM2's units).
+// pairs: the sliced layer's FusedMoeOptions::sliced_pairs (clusters of two blocks).
 void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<std::int64_t>& batch,
                                bool skew = false, std::optional<bool> align = std::nullopt,
-                               bool pairs = false, bool claims = false) {
+                               bool pairs = false) {
   FusedMoeOptions on_opts, off_opts;
   on_opts.sliced_gemms = true;
   on_opts.sliced_pairs = pairs;
-  on_opts.sliced_pair_claims = claims;
   off_opts.sliced_gemms = false;  // unset: the GPU's rule (M = 6..8, 14..24 / 14..20 there)
   on_opts.alignment_in_gemm1 = align;
   on_opts.rank = off_opts.rank = rank;
@@ -77,14 +75,13 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
   std::int64_t max_M = 1;
   for (auto M : batch) max_M = std::max(max_M, M);
   ASSERT_EQ(on.sliced_pairs(), pairs);
-  ASSERT_EQ(on.sliced_pair_claims(), claims);
   on.prepare(max_M);
   off.prepare(max_M);
   cuda::Stream stream;
   BenchData d;
   make_bench_weights(on, 21, d);
   const std::string label = std::string(s.source) + (rank > 0 ? " rank 1 of 2" : "") +
-                            (claims ? " (claims)" : pairs ? " (pairs)" : "");
+                            (pairs ? " (pairs)" : "");
   for (std::int64_t M : batch) {
     ASSERT_TRUE(on.uses_sliced_gemms(M)) << label << " M=" << M;
     ASSERT_FALSE(off.uses_sliced_gemms(M));
@@ -242,21 +239,6 @@ TEST_F(MoeSlicedGpu, PairsMatchStagePath) {
   expect_matches_stage_path(d, 0, {3, 8, 16, 33}, false, std::nullopt, true);
 }
 
-// Pairs that claim GEMM2's units: the same cases (each output column added once per expert,
-// whichever block of the pair took its unit).
-TEST_F(MoeSlicedGpu, PairClaimsMatchStagePath) {
-  const MoeShape q = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
-  const MoeShape d = with_dtype_variant(anchor_check_shapes()[1].shape, "fp8_block");
-  expect_matches_stage_path(q, 0, {1, 5, 6, 7, 8, 13, 16, 24, 32, 64}, false, std::nullopt, true,
-                            true);
-  expect_matches_stage_path(d, 0, {3, 8, 16, 33}, false, std::nullopt, true, true);
-  expect_matches_stage_path(q, 0, {16, 32, 40, 64}, true, std::nullopt, true, true);
-  expect_matches_stage_path(q, 0, {8, 16, 32}, false, false, true, true);
-  MoeShape ep = d;
-  ep.E = ep.E_global / 2;
-  expect_matches_stage_path(ep, 1, {8, 16}, false, std::nullopt, true, true);
-}
-
 TEST_F(MoeSlicedGpu, PairsSkewedTablesAndExpertParallel) {
   const MoeShape q = with_dtype_variant(anchor_check_shapes()[0].shape, "fp8_block");
   expect_matches_stage_path(q, 0, {16, 32, 40, 64}, true, std::nullopt, true);
@@ -267,8 +249,7 @@ TEST_F(MoeSlicedGpu, PairsSkewedTablesAndExpertParallel) {
 }
 
 // MOETUNE_SLICED_TRACE=1 only (a trace build of the kernel, cuda/nvrtc.hpp; skipped otherwise):
-// where a sliced layer's time goes on this GPU. Both fp8 anchors, plain, in pairs and in pairs
-// that claim GEMM2's units, M = 8 and
+// where a sliced layer's time goes on this GPU. Both fp8 anchors, plain and in pairs, M = 8 and
 // 16; each time a CUDA graph of two back-to-back layer calls after a 512 MB write (so the
 // weights are cold), the second call's stamps (its routing launch waits for the first call's
 // sliced kernel, as in bench's graphs). One line per (model, pairs, M, run), µs from the first
@@ -288,15 +269,12 @@ TEST_F(MoeSlicedGpu, TraceWhereTheTimeGoes) {
     std::sort(v.begin(), v.end());
     return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
   };
-  // Plain, pairs, pairs that claim (the newest last: a hang there leaves the others printed).
-  for (int mode : {0, 1, 2}) {
-    for (int i : {0, 1}) {
-      const MoeShape s = with_dtype_variant(anchor_check_shapes()[i].shape, "fp8_block");
-      const bool pairs = mode > 0;
+  for (int i : {0, 1}) {
+    const MoeShape s = with_dtype_variant(anchor_check_shapes()[i].shape, "fp8_block");
+    for (bool pairs : {false, true}) {
       FusedMoeOptions o;
       o.sliced_gemms = true;
       o.sliced_pairs = pairs;
-      o.sliced_pair_claims = mode == 2;
       FusedMoe fm(s, local_gpu(), {}, {}, o);
       fm.prepare(16);
       BenchData d;
@@ -308,8 +286,7 @@ TEST_F(MoeSlicedGpu, TraceWhereTheTimeGoes) {
         ASSERT_TRUE(fm.uses_sliced_gemms(M));
         ASSERT_EQ(fm.sliced_pairs(), pairs);
         const auto k = cuda::Jit::instance().get(sliced_spec(
-            fm.shape(), fm.arch(), fm.sliced_stages(), fm.workspace_layout(M).gemm1_aligns, pairs,
-            mode == 2));
+            fm.shape(), fm.arch(), fm.sliced_stages(), fm.workspace_layout(M).gemm1_aligns, pairs));
         const auto [ptr, bytes] = k->global(sp::kTraceSymbol);
         ASSERT_EQ(bytes, st.size() * 8);
         const unsigned grid =
@@ -339,8 +316,7 @@ TEST_F(MoeSlicedGpu, TraceWhereTheTimeGoes) {
           std::printf("trace %-20s %-5s M=%-2lld run %d: %zu of %u blocks; waits return %.2f / "
                       "%.2f / %.2f; derivation %.2f / %.2f; GEMM1 ends %.2f / %.2f / %.2f; exits "
                       "%.2f / %.2f / %.2f / %.2f; GEMM1 %.2f, GEMM2 %.2f (median)\n",
-                      std::string(s.source).c_str(),
-                      mode == 2 ? "claims" : pairs ? "pairs" : "plain",
+                      std::string(s.source).c_str(), pairs ? "pairs" : "plain",
                       static_cast<long long>(M), run,
                       exit.size(), grid, pct(wait, 0), pct(wait, 0.5), pct(wait, 1),
                       pct(derive, 0.5), pct(derive, 1), pct(g1_end, 0), pct(g1_end, 0.5),

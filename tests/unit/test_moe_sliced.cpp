@@ -396,11 +396,6 @@ TEST(MoeSliced, DerivingInstanceIsItsOwnKernel) {
   EXPECT_FALSE(sliced_pairs_fit(wide));
   EXPECT_THROW(sliced_spec(wide, "sm_90a", 4, true, true), InputError);
   EXPECT_NO_THROW(sliced_spec(wide, "sm_90a", 4, true, false));
-  // Pairs that claim GEMM2's units: an instance of their own, in pairs only.
-  const cuda::KernelSpec c = sliced_spec(q, "sm_90a", 4, true, true, true);
-  EXPECT_EQ(arg(c, "PAIR"), "2");
-  EXPECT_EQ(c.name, d.name + "_pairc");
-  EXPECT_THROW(sliced_spec(q, "sm_90a", 4, true, false, true), InputError);
 }
 
 class SlicedNvrtc : public test_support::NvrtcTest {};
@@ -414,17 +409,15 @@ int occurrences(const std::string& text, const std::string& what) {
 
 // 384 threads at one block per SM (the kernel's __launch_bounds__(384, 1)): no spills on either
 // fp8 anchor, at the layer's ring depth and the shallowest, reading the tables or deriving them,
-// plain, in pairs or in pairs that claim GEMM2's units.
+// plain or in pairs.
 TEST_F(SlicedNvrtc, CompilesWithoutSpillsOnTheAnchors) {
   test_support::ScratchJit jit("sliced-nvrtc");
   for (int i : {0, 1})
     for (int stages : {2, kSlicedStages})
       for (bool derive : {false, true})
-        for (int pairs : {0, 1, 2})
+        for (bool pairs : {false, true})
           test_support::expect_compiles_without_spills(
-              jit, sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, derive, pairs > 0,
-                               pairs == 2),
-              168);
+              jit, sliced_spec(anchor(i, "fp8_block"), "sm_90a", stages, derive, pairs), 168);
 }
 
 // The L2 prefetch knobs (cuda/nvrtc.hpp): MOETUNE_CP_ASYNC_L2_PREFETCH gives every copy of the
