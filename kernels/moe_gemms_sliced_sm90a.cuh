@@ -62,13 +62,13 @@
 #define MOETUNE_SLICED_W2_L2_PREFETCH MOETUNE_CP_ASYNC_L2_PREFETCH
 #endif
 
-// 1 (the default; ALIGN_E > 0, PAIR 0): the producer issues the w13 copies (and w13 scales) of its first S
-// ring units as soon as the derivation knows the expert, before the slot list, each unit
-// arriving on its slot's full barrier at once (the barriers are set up before the PDL wait);
-// the consumers load those units' token rows and activation scales themselves after the slot
-// list, so no unit's arrival waits on a later unit's copies. The layer -0.1..-1.1% at M = 6..20
-// on both fp8 anchors (H100 SXM, bench/results/2026-12-07_fortyfourth_session.md). A JIT knob
-// from the environment (cuda/nvrtc.cpp): 0 turns it off.
+// 1 (the default; ALIGN_E > 0, PAIR 0): the producer issues the w13 copies (and w13 scales) of
+// its first S ring units as soon as the derivation knows the expert, before the slot list, each
+// unit arriving on its slot's full barrier at once (the barriers are set up before the PDL
+// wait); the consumers load those units' token rows and activation scales themselves after the
+// slot list, so no unit's arrival waits on a later unit's copies. The layer -0.1..-1.1% at
+// M = 6..20 on both fp8 anchors (H100 SXM, bench/results/2026-12-07_fortyfourth_session.md). A
+// JIT knob from the environment (cuda/nvrtc.cpp): 0 turns it off.
 #ifndef MOETUNE_SLICED_EARLY_W13
 #define MOETUNE_SLICED_EARLY_W13 1
 #endif
