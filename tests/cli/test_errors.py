@@ -273,7 +273,7 @@ class KernelEnvironmentKnobs(CliTestCase):
                 self.assertEqual(len(r.err.strip().splitlines()), 1, r)
 
     def test_a_bad_switch_is_one_line_naming_the_variable(self):
-        for var in ("MOETUNE_SLICED_TRACE", "MOETUNE_SLICED_EARLY_W13"):
+        for var in ("MOETUNE_SLICED_TRACE", "MOETUNE_SLICED_EARLY_W13", "MOETUNE_SLICED_STEAL"):
             r = run("shapes", env={var: "yes"})
             self.assertEqual(r.code, EXIT_BAD_INPUT, r)
             self.assertIn(f"{var}=yes", r.err)
