@@ -80,8 +80,10 @@
 // weight, out's rows) and marks its word ready. A block whose own units are all claimed, once
 // every block of the grid has started (so none waits for its SM), takes units of the ready
 // block with the most left, the record riding in the ring slot's token area with the unit's
-// w2 copies, until no block has units left or is yet to publish. Grids past
-// sliced_plan::kStealMaxGrid claim their own units only. A JIT knob from the environment.
+// w2 copies, until no block has units left or is yet to publish. The last block done with the
+// claim words resets them (in every mode: the GEMM phase alone has no zeroing launch before
+// it). Grids past sliced_plan::kStealMaxGrid claim their own units only. A JIT knob from the
+// environment.
 #ifndef MOETUNE_SLICED_STEAL
 #define MOETUNE_SLICED_STEAL 0
 #endif
@@ -163,8 +165,8 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                 "the derivation's scratch lives in ring slot 0");
   static_assert(PAIR == 0 || pairs(N), "pairs take two slices (N = 256)");
   constexpr bool kSteal = MOETUNE_SLICED_STEAL && PAIR == 0;
-  static_assert(!kSteal || (ND <= kClaimCount && kPubBytes <= kUpATileBytes),
-                "a claim word counts the units; a record fits a slot's token area");
+  static_assert(!kSteal || (ND + 2 * kStealMaxGrid <= kClaimCount && kPubBytes <= kUpATileBytes),
+                "a claim word counts the units and failed claims; a record fits a slot's token area");
 
   // (PAIR: slice j's activation tile and scales at index j, in both blocks of the pair.)
   const int b = blockIdx.x / NS, j = blockIdx.x % NS;
@@ -195,6 +197,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   int* zeroed = counters + 1;
   int* done = counters + 2;
   int* started = counters + 3;                // stealing: the blocks past their derivation
+  int* claims_over = counters + 4;            // stealing: the blocks done with the claim words
   int* claim = counters + kCounterInts;       // stealing: a claim word per block
   unsigned char* pub = reinterpret_cast<unsigned char*>(counters) + pub_offset(gridDim.x);
   const bool can_steal = kSteal && gridDim.x <= kStealMaxGrid;
@@ -304,14 +307,29 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   const bool zeroes = !out_zeroed && ticket < zero_blocks;
   const bool works = b * kBlockM < total && e >= 0;  // e < 0: another rank's expert (EP)
   if (tid == 0 && works) sliced_detail::stamp(2);
-  // Stealing: a block with no m-block has nothing to take (its word says so before it counts
-  // as started); the count tells thieves that no block waits for an SM.
-  if (can_steal && tid == 0) {
-    if (!works) {
-      *reinterpret_cast<volatile int*>(claim + blockIdx.x) = kClaimReady | kClaimNone;
+  // Stealing: the block done with the claim words (thread: every claim it made has returned)
+  // counts; the last one resets them, `started` and the count (no block touches them after).
+  auto claims_done = [&] {
+    if constexpr (kSteal) {
       __threadfence();
+      if (atomicAdd(claims_over, 1) == static_cast<int>(gridDim.x) - 1) {
+        __threadfence();
+        *started = 0;
+        for (unsigned i = 0; i < gridDim.x; ++i) claim[i] = 0;
+        *claims_over = 0;
+        __threadfence();
+      }
     }
-    atomicAdd(started, 1);
+  };
+  // A block with no m-block has nothing to take (its word says so before it counts as started;
+  // the count tells thieves that no block waits for an SM), and is done with the words.
+  if (kSteal && tid == 0) {
+    if (can_steal) {
+      if (!works) *reinterpret_cast<volatile int*>(claim + blockIdx.x) = kClaimReady | kClaimNone;
+      __threadfence();
+      atomicAdd(started, 1);
+    }
+    if (!works) claims_done();
   }
   // The last block out resets the counters for the next launch (after every block has taken its
   // ticket and passed its wait for the zeroing).
@@ -322,10 +340,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       *next_ticket = 0;
       *zeroed = 0;
       *done = 0;
-      if constexpr (kSteal) {  // every block's claims are over
-        *started = 0;
-        for (unsigned i = 0; i < gridDim.x; ++i) claim[i] = 0;
-      }
       __threadfence();
     }
   };
@@ -435,8 +449,11 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       auto decide = [&](int& tag, int& ex) {  // warp-uniform
         for (;;) {
           if (cur >= 0) {
-            const int u = __shfl_sync(~0u, pend0, 0) & kClaimCount;
+            const int r = __shfl_sync(~0u, pend0, 0), u = r & kClaimCount;
             if (u < ND) {
+              // Another block's word was marked ready before this block chose it; the claim
+              // reads it later, so a word without the mark is one no launch reset: a defect.
+              if (cur != static_cast<int>(blockIdx.x) && !(r & kClaimReady)) __trap();
               if (ltid == 0) {
                 if (!fenced) __threadfence();  // acquire: the record's stores were released
                 pend0 = pend1;
@@ -510,7 +527,19 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         if (ltid < 32) {
           int tag, ex;
           decide(tag, ex);
-          if (ltid == 0) dec[0] = tag, dec[1] = ex;
+          if (ltid == 0) {
+            if (tag < 0) {  // the claims are over (their results in): count it
+              // (Not before this block's own record is marked: the reset must follow the mark.
+              // Its consumers mark it after GEMM1, long before the producer's last claim.)
+              long long spins = 0;
+              while (can_steal && !(ptx::ld_relaxed_gpu(claim + blockIdx.x) & kClaimReady)) {
+                __nanosleep(64);
+                if (++spins > (1ll << 26)) __trap();
+              }
+              claims_done();
+            }
+            dec[0] = tag, dec[1] = ex;
+          }
         }
         asm volatile("bar.sync 2, %0;\n" ::"n"(kProducerThreads) : "memory");
         const int tag = dec[0], ex = dec[1];

@@ -62,16 +62,19 @@ constexpr int kZeroBlocks = 64;
 // takes slices x topk adds in any order; two slices cost 5-7e-3 relative run to run on the
 // anchors (topk 8; the stage path's folded sum: 3-4e-3), and the error grows with the adds.
 constexpr int kMaxSlices = 4;
-// int32 counters in the workspace: the next ticket, the zeroing blocks done, the blocks done,
-// the blocks started (MOETUNE_SLICED_STEAL). A claim word per block follows them.
-constexpr int kCounterInts = 4;
+// int32 counters in the workspace: the next ticket, the zeroing blocks done, the blocks done;
+// with MOETUNE_SLICED_STEAL the blocks started and the blocks whose claims are over (the last of
+// them resets these two and the claim words, so that the kernel leaves them zero in every mode:
+// a launch with no zeroing launch before it, as the GEMM phase alone, finds them so). A claim
+// word per block follows them.
+constexpr int kCounterInts = 5;
 // Stealing (MOETUNE_SLICED_STEAL): block g's claim word counts the GEMM2 units claimed from g
 // (its low 12 bits: every claim adds 1, the unit is the old count when below down_units), and
 // once g's activation is published also holds kClaimReady and g's expert (bits 12..29). A block
 // with no m-block marks its word kClaimReady | kClaimNone on entry (nothing to take). A block
-// fails at most one claim on a word (it takes a word's units only while its count is below
-// down_units, and a failed claim shows it is not), so counts stay below 4096 for grids up to
-// kStealMaxGrid; larger grids claim their own units and steal none.
+// fails at most two claims on a word (the two in flight when its count reaches down_units; it
+// claims from a word only while its count is below down_units), so counts stay below
+// down_units + 2 kStealMaxGrid < 4096; larger grids claim their own units and steal none.
 constexpr int kClaimCount = 0xfff;
 constexpr int kClaimExpertShift = 12;
 constexpr int kClaimExpertMask = 0x3ffff;

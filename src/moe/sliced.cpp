@@ -69,7 +69,7 @@ void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const
   if (const std::string why = sliced_stages_violation(stages); !why.empty())
     throw InputError("stages", std::to_string(stages), why);
   if (a.out == nullptr) throw InputError("out", "null", "the sliced GEMM kernel adds into it");
-  if (a.counters == nullptr && (!a.out_zeroed || steals()))
+  if (a.counters == nullptr && (!a.out_zeroed || (steals() && !a.pairs)))
     throw InputError("counters", "null",
                      "the kernel's tickets (unless out_zeroed) and claims (MOETUNE_SLICED_STEAL)");
   if (reinterpret_cast<std::uintptr_t>(a.counters) % 16 != 0)

@@ -112,6 +112,19 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
     const double tol = stage_fuses ? 1e-2 : 3e-2;
     EXPECT_FALSE(bad) << label << " M=" << M << ": NaN or unwritten output";
     EXPECT_LT(diff, tol) << label << " M=" << M << (stage_fuses ? " (fused)" : " (unfused)");
+    // The kernel leaves its counters and claim words (MOETUNE_SLICED_STEAL) zero in every mode,
+    // so that a launch with no zeroing launch before it (the GEMM phase alone) finds them so.
+    auto counters_left_zero = [&] {
+      const MoeWorkspaceLayout L = on.workspace_layout(M);
+      if (!L.sliced) return true;
+      stream.synchronize();
+      const std::size_t i0 = L.sliced_ws / 4;
+      const auto w = d.sets.at(0).workspace.download_as<std::int32_t>(
+          i0 + static_cast<std::size_t>(sliced_zero_ints(s, L.max_num_m_blocks)));
+      return std::all_of(w.begin() + static_cast<std::ptrdiff_t>(i0), w.end(),
+                         [](std::int32_t v) { return v == 0; });
+    };
+    EXPECT_TRUE(counters_left_zero()) << label << " M=" << M << ": after a layer call";
     // A graph of 4 back-to-back calls, replayed twice, and a second eager call: the same sums
     // (each call zeroes out before adding) but for the order of the adds.
     bool bad_graph = false, bad_again = false;
@@ -139,6 +152,7 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
                                            got, &b));
       bad_phase = bad_phase || b;
     }
+    EXPECT_TRUE(counters_left_zero()) << label << " M=" << M << ": after GEMM phases";
     EXPECT_FALSE(bad_phase) << label << " M=" << M << ": the GEMM phase's y";
     EXPECT_LT(d_phase, kRunToRun) << label << " M=" << M << ": the GEMM phase's y";
     bool bad_after = false;
