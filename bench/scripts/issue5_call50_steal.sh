@@ -10,11 +10,11 @@
 #      Predictions: -2..-5% at M = 6..8 (one wave: the trace's exits spread 3-5 µs from median
 #      to max of ~45 on an H100, less what the victims' rings hold claimed), -1..-3% at 16, 20;
 #   4. on an H200, issue 5's bars, with STEAL=1 where steps 1 and 2 were clean.
-# Env: CALL_S (the command's seconds, default 330; 560 on an H200).
+# Env: CALL_S (the command's seconds, default 300; 520 on an H200).
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
-budget_call 330
-echo "$gpu" | grep -q H200 && budget_s=${CALL_S:-560}
+budget_call 300
+echo "$gpu" | grep -q H200 && budget_s=${CALL_S:-520}
 SV=MOETUNE_SLICED_STEAL
 env $SV=1 timeout -k 5 "$(cap 80)" .devbin/gpu_test_moe_sliced --gtest_color=no \
   --gtest_filter='-*Pair*:*Trace*' >"$OUT/gpu_test_steal.txt" 2>&1
