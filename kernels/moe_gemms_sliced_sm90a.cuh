@@ -165,6 +165,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
                 "the derivation's scratch lives in ring slot 0");
   static_assert(PAIR == 0 || pairs(N), "pairs take two slices (N = 256)");
   constexpr bool kSteal = MOETUNE_SLICED_STEAL && PAIR == 0;
+  constexpr bool kClaimsOnly = MOETUNE_SLICED_STEAL == 2;  // (measurement: no stealing)
   static_assert(!kSteal || (ND + 2 * kStealMaxGrid <= kClaimCount && kPubBytes <= kUpATileBytes),
                 "a claim word counts the units and failed claims; a record fits a slot's token area");
 
@@ -200,7 +201,8 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   int* claims_over = counters + 4;            // stealing: the blocks done with the claim words
   int* claim = counters + kCounterInts;       // stealing: a claim word per block
   unsigned char* pub = reinterpret_cast<unsigned char*>(counters) + pub_offset(gridDim.x);
-  const bool can_steal = kSteal && gridDim.x <= kStealMaxGrid;
+  const bool can_steal = kSteal && !kClaimsOnly && gridDim.x <= kStealMaxGrid;
+  auto word = [&](int g) { return claim + g * kClaimStride; };
 
   auto init_barriers = [&] {  // thread 0
 #pragma unroll
@@ -315,7 +317,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       if (atomicAdd(claims_over, 1) == static_cast<int>(gridDim.x) - 1) {
         __threadfence();
         *started = 0;
-        for (unsigned i = 0; i < gridDim.x; ++i) claim[i] = 0;
+        for (int i = 0; i < static_cast<int>(gridDim.x); ++i) *word(i) = 0;
         *claims_over = 0;
         __threadfence();
       }
@@ -325,7 +327,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   // the count tells thieves that no block waits for an SM), and is done with the words.
   if (kSteal && tid == 0) {
     if (can_steal) {
-      if (!works) *reinterpret_cast<volatile int*>(claim + blockIdx.x) = kClaimReady | kClaimNone;
+      if (!works) *reinterpret_cast<volatile int*>(word(blockIdx.x)) = kClaimReady | kClaimNone;
       __threadfence();
       atomicAdd(started, 1);
     }
@@ -392,8 +394,8 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     int pend0 = 0, pend1 = 0;  // (thread 0) the claims in flight on `cur` below, oldest first
     if constexpr (kSteal) {
       if (ltid == 0) {
-        pend0 = atomicAdd(claim + blockIdx.x, 1);
-        pend1 = atomicAdd(claim + blockIdx.x, 1);
+        pend0 = atomicAdd(word(blockIdx.x), 1);
+        pend1 = atomicAdd(word(blockIdx.x), 1);
       }
     }
     for (int idx = kEarly; idx < KU1 + (kSteal ? 0 : ND); ++idx) {
@@ -457,7 +459,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
               if (ltid == 0) {
                 if (!fenced) __threadfence();  // acquire: the record's stores were released
                 pend0 = pend1;
-                pend1 = atomicAdd(claim + cur, 1);
+                pend1 = atomicAdd(word(cur), 1);
               }
               fenced = true;
               tag = cur << 12 | u;
@@ -485,7 +487,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
               const int v = base + 32 * k + ltid;
-              w[k] = v < G ? ptx::ld_relaxed_gpu(claim + v) : kClaimReady | kClaimNone;
+              w[k] = v < G ? ptx::ld_relaxed_gpu(word(v)) : kClaimReady | kClaimNone;
             }
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
@@ -505,19 +507,19 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
           const unsigned top = __reduce_max_sync(~0u, best_key);
           if (top != 0) {
             const int src = __ffs(__ballot_sync(~0u, best_key == top)) - 1;
-            const int word = __shfl_sync(~0u, best_word, src);
+            const int seen = __shfl_sync(~0u, best_word, src);
             cur = (static_cast<int>(blockIdx.x) + 0xffff - static_cast<int>(top & 0xffffu)) % G;
-            cur_e = (word >> kClaimExpertShift) & kClaimExpertMask;
+            cur_e = (seen >> kClaimExpertShift) & kClaimExpertMask;
             fenced = false;
             if (ltid == 0) {
-              pend0 = atomicAdd(claim + cur, 1);
-              pend1 = atomicAdd(claim + cur, 1);
+              pend0 = atomicAdd(word(cur), 1);
+              pend1 = atomicAdd(word(cur), 1);
             }
             continue;
           }
           if (!__any_sync(~0u, pending)) return;
           if (++polls > (1 << 22)) __trap();  // a block that never publishes: no hang
-          __nanosleep(256);
+          __nanosleep(1000);  // gently: every thief's scan reads the same words
         }
       };
       // GEMM2: thread ltid copies chunk ltid % 8 of tile rows ltid / 8 + 16 i (i < 16) as above.
@@ -532,7 +534,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
               // (Not before this block's own record is marked: the reset must follow the mark.
               // Its consumers mark it after GEMM1, long before the producer's last claim.)
               long long spins = 0;
-              while (can_steal && !(ptx::ld_relaxed_gpu(claim + blockIdx.x) & kClaimReady)) {
+              while (can_steal && !(ptx::ld_relaxed_gpu(word(blockIdx.x)) & kClaimReady)) {
                 __nanosleep(64);
                 if (++spins > (1ll << 26)) __trap();
               }
@@ -762,7 +764,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     consumer_sync();
     if (tid == 0) {
       __threadfence();
-      atomicAdd(claim + blockIdx.x, kClaimReady | e << kClaimExpertShift);
+      atomicAdd(word(blockIdx.x), kClaimReady | e << kClaimExpertShift);
     }
   }
   if constexpr (PAIR) {  // the partner's half has landed in s_act2 / s_asc2

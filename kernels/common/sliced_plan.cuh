@@ -80,6 +80,9 @@ constexpr int kClaimExpertShift = 12;
 constexpr int kClaimExpertMask = 0x3ffff;
 constexpr int kClaimReady = 1 << 30;
 constexpr int kClaimNone = 2048;
+// Claim words sit kClaimStride ints apart (a 128-byte line each): the owners' claims and the
+// thieves' scans spread over the L2's slices instead of queueing at one.
+constexpr int kClaimStride = 32;
 // The most blocks the stealing kernel takes (the claim words' count bits above).
 constexpr int kStealMaxGrid = 1024;
 // Block g's published GEMM2 input (a steal's source): its activation tile as in shared memory
@@ -88,7 +91,9 @@ constexpr int kStealMaxGrid = 1024;
 constexpr int kPubBytes = kActTileBytes + 2 * kBlockM * 4;
 // Ints that must be zero on a launch's entry (the counters and the claim words), and the
 // workspace's bytes (those ints, 16-byte aligned, then a published record per block).
-MOETUNE_HD constexpr long long zero_ints(long long grid) { return kCounterInts + grid; }
+MOETUNE_HD constexpr long long zero_ints(long long grid) {
+  return kCounterInts + grid * kClaimStride;
+}
 MOETUNE_HD constexpr long long pub_offset(long long grid) { return (zero_ints(grid) + 3) / 4 * 16; }
 MOETUNE_HD constexpr long long workspace_bytes(long long grid) {
   return pub_offset(grid) + grid * kPubBytes;

@@ -118,9 +118,10 @@ TEST(MoeSliced, LayerUsesItWhenAskedAndNeverWhenRefused) {
     const std::int64_t blocks = max_num_m_blocks(M, q.topk, q.E, 16);
     EXPECT_GE(L.total, L.sliced_ws + sliced_workspace_bytes(q, blocks));
     EXPECT_EQ(L.sliced_ws % 16, 0u);
-    EXPECT_EQ(sliced_zero_ints(q, blocks), sliced_plan::kCounterInts + 2 * blocks);  // 2 slices
+    const std::int64_t words = 2 * blocks * sliced_plan::kClaimStride;  // 2 slices
+    EXPECT_EQ(sliced_zero_ints(q, blocks), sliced_plan::kCounterInts + words);
     EXPECT_EQ(sliced_workspace_bytes(q, blocks),
-              static_cast<std::size_t>((sliced_plan::kCounterInts + 2 * blocks + 3) / 4 * 16 +
+              static_cast<std::size_t>((sliced_plan::kCounterInts + words + 3) / 4 * 16 +
                                        2 * blocks * sliced_plan::kPubBytes));
     EXPECT_FALSE(off.workspace_layout(M).sliced);
   }
@@ -544,7 +545,7 @@ TEST_F(SlicedNvrtc, StealClaimsGemm2UnitsWhereAsked) {
   ::setenv(knob, "1", 1);
   const std::string steal = cuda::kernel_ptx(derive), steal_pairs = cuda::kernel_ptx(pairs);
   const std::string steal_key = derive.cache_key();
-  ::setenv(knob, "2", 1);
+  ::setenv(knob, "3", 1);
   EXPECT_THROW(cuda::nvrtc_standard_options("sm_90a"), InputError);
   ::unsetenv(knob);
   const std::string scan = "ld.relaxed.gpu.global", producer_bar = "bar.sync 2,";
