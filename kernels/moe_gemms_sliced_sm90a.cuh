@@ -73,21 +73,6 @@
 #define MOETUNE_SLICED_EARLY_W13 1
 #endif
 
-// 1 (PAIR 0): GEMM2's units are claimed, not fixed (work stealing). A block's producer claims
-// its own units from its claim word (sliced_plan.cuh), two claims in flight ahead of their use
-// so that no round trip sits between a free slot and its copies. After GEMM1 the block
-// publishes its GEMM2 input (sliced_plan::kPubBytes: activation tile, per-slot scale x routed
-// weight, out's rows) and marks its word ready. A block whose own units are all claimed, once
-// every block of the grid has started (so none waits for its SM), takes units of the ready
-// block with the most left, the record riding in the ring slot's token area with the unit's
-// w2 copies, until no block has units left or is yet to publish. The last block done with the
-// claim words resets them (in every mode: the GEMM phase alone has no zeroing launch before
-// it). Grids past sliced_plan::kStealMaxGrid claim their own units only. A JIT knob from the
-// environment.
-#ifndef MOETUNE_SLICED_STEAL
-#define MOETUNE_SLICED_STEAL 0
-#endif
-
 #ifndef MOETUNE_SLICED_TRACE
 #define MOETUNE_SLICED_TRACE 0
 #endif
@@ -164,10 +149,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   static_assert(ALIGN_E == 0 || tile_math::inline_align_scratch_bytes(ALIGN_E) <= kStageBytes,
                 "the derivation's scratch lives in ring slot 0");
   static_assert(PAIR == 0 || pairs(N), "pairs take two slices (N = 256)");
-  constexpr bool kSteal = MOETUNE_SLICED_STEAL && PAIR == 0;
-  constexpr bool kClaimsOnly = MOETUNE_SLICED_STEAL == 2;  // (measurement: no stealing)
-  static_assert(!kSteal || (ND + 2 * kStealMaxGrid <= kClaimCount && kPubBytes <= kUpATileBytes),
-                "a claim word counts the units and failed claims; a record fits a slot's token area");
 
   // (PAIR: slice j's activation tile and scales at index j, in both blocks of the pair.)
   const int b = blockIdx.x / NS, j = blockIdx.x % NS;
@@ -185,10 +166,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   auto full_bar = [&](int st) { return bar_base + 8u * st; };
   auto empty_bar = [&](int st) { return bar_base + 8u * (S + st); };
   const unsigned pair_bar = bar_base + 16u * S;  // the partner's activation has landed
-  // Stealing: each slot's tag (the unit it holds: block << 12 | unit, -1: none left), then the
-  // producer's decision for the next unit (two buffers of tag, expert).
-  int* s_tag = reinterpret_cast<int*>(reinterpret_cast<unsigned char*>(s_ticket + 4) + 16 * S + 8);
-  int* s_dec = s_tag + S;
   const unsigned smem_base = ptx::smem_addr(smem);
 
   const int tid = threadIdx.x;
@@ -197,18 +174,11 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   int* next_ticket = counters;
   int* zeroed = counters + 1;
   int* done = counters + 2;
-  int* started = counters + 3;                // stealing: the blocks past their derivation
-  int* claims_over = counters + 4;            // stealing: the blocks done with the claim words
-  int* claim = counters + kCounterInts;       // stealing: a claim word per block
-  unsigned char* pub = reinterpret_cast<unsigned char*>(counters) + pub_offset(gridDim.x);
-  const bool can_steal = kSteal && !kClaimsOnly && gridDim.x <= kStealMaxGrid;
-  auto word = [&](int g) { return claim + g * kClaimStride; };
 
   auto init_barriers = [&] {  // thread 0
 #pragma unroll
     for (int st = 0; st < S; ++st) {
-      // every producer thread's copies landed (stealing: and thread 0's tag)
-      mbar::init(full_bar(st), kProducerThreads + (kSteal ? 1 : 0));
+      mbar::init(full_bar(st), kProducerThreads);        // every producer thread's copies landed
       mbar::init(empty_bar(st), kConsumerThreads / 32);  // lane 0 of every consumer warp
     }
     if constexpr (PAIR) {
@@ -236,13 +206,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   // swizzle repeats every 8 rows); a warp copies two 256-byte runs. Unit idx = (half h, k):
   // rows h N + 128 j + r of w13, K bytes [256 k, 256 k + 256), into ring slot idx % S.
   const int ltid = tid - kConsumerThreads;
-  // A unit's copies are issued: its slot's full barrier counts them (stealing: and thread 0's
-  // own arrival, which releases the slot's tag; GEMM1's units carry none).
-  auto land = [&](int st) {
-    mbar::arrive_on_cp_async(full_bar(st));
-    if constexpr (kSteal)
-      if (ltid == 0) mbar::arrive(full_bar(st));
-  };
   const int urow0 = ltid / 16, uc = ltid % 16;
   const int usw = (uc / 8) * (kUpRows * kUnitK) + urow0 * kUnitK + ((uc % 8) ^ (urow0 & 7)) * 16;
   auto copy_w13 = [&](int ex, int idx) {
@@ -273,7 +236,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
       for (int idx = 0; idx < kEarly; ++idx) {
         copy_w13_scale(ex, idx);
         copy_w13(ex, idx);
-        land(idx);  // this unit's copies and those before it
+        mbar::arrive_on_cp_async(full_bar(idx));  // this unit's copies and those before it
       }
     }
   };
@@ -309,30 +272,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
   const bool zeroes = !out_zeroed && ticket < zero_blocks;
   const bool works = b * kBlockM < total && e >= 0;  // e < 0: another rank's expert (EP)
   if (tid == 0 && works) sliced_detail::stamp(2);
-  // Stealing: the block done with the claim words (thread: every claim it made has returned)
-  // counts; the last one resets them, `started` and the count (no block touches them after).
-  auto claims_done = [&] {
-    if constexpr (kSteal) {
-      __threadfence();
-      if (atomicAdd(claims_over, 1) == static_cast<int>(gridDim.x) - 1) {
-        __threadfence();
-        *started = 0;
-        for (int i = 0; i < static_cast<int>(gridDim.x); ++i) *word(i) = 0;
-        *claims_over = 0;
-        __threadfence();
-      }
-    }
-  };
-  // A block with no m-block has nothing to take (its word says so before it counts as started;
-  // the count tells thieves that no block waits for an SM), and is done with the words.
-  if (kSteal && tid == 0) {
-    if (can_steal) {
-      if (!works) *reinterpret_cast<volatile int*>(word(blockIdx.x)) = kClaimReady | kClaimNone;
-      __threadfence();
-      atomicAdd(started, 1);
-    }
-    if (!works) claims_done();
-  }
   // The last block out resets the counters for the next launch (after every block has taken its
   // ticket and passed its wait for the zeroing).
   auto finish = [&] {
@@ -390,15 +329,7 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
         ptx::cp_async_16_l2<MOETUNE_SLICED_W2_L2_PREFETCH>(
             base + kUpATileBytes + usw + i * 8 * kUnitK, wb + (long long)(8 * i) * N, 16);
     };
-    // Stealing: this block's first two claims, long returned when GEMM2's units come.
-    int pend0 = 0, pend1 = 0;  // (thread 0) the claims in flight on `cur` below, oldest first
-    if constexpr (kSteal) {
-      if (ltid == 0) {
-        pend0 = atomicAdd(word(blockIdx.x), 1);
-        pend1 = atomicAdd(word(blockIdx.x), 1);
-      }
-    }
-    for (int idx = kEarly; idx < KU1 + (kSteal ? 0 : ND); ++idx) {
+    for (int idx = kEarly; idx < KU1 + ND; ++idx) {
       const int st = idx % S;
       if (idx >= S) mbar::wait(empty_bar(st), static_cast<unsigned>((idx / S - 1) & 1));
       const unsigned base = smem_base + st * kStageBytes;
@@ -440,148 +371,13 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
           ptx::cp_async_16_l2<MOETUNE_SLICED_W2_L2_PREFETCH>(
               base + kUpATileBytes + dst0 + i * 16 * kUnitK, wb + (long long)(16 * i) * N, 16);
       }
-      land(st);
-    }
-    if constexpr (kSteal) {
-      // GEMM2's units, claimed: the producer's warp 0 decides each unit (a tag and the expert)
-      // before the wait for its slot, thread 0 holding two claims in flight on block `cur`.
-      int cur = blockIdx.x, cur_e = e, all_started = 0, polls = 0;
-      bool fenced = true;  // the first unit taken from another block acquires its record
-      const int G = static_cast<int>(gridDim.x);
-      auto decide = [&](int& tag, int& ex) {  // warp-uniform
-        for (;;) {
-          if (cur >= 0) {
-            const int r = __shfl_sync(~0u, pend0, 0), u = r & kClaimCount;
-            if (u < ND) {
-              // Another block's word was marked ready before this block chose it; the claim
-              // reads it later, so a word without the mark is one no launch reset: a defect.
-              if (cur != static_cast<int>(blockIdx.x) && !(r & kClaimReady)) __trap();
-              if (ltid == 0) {
-                if (!fenced) __threadfence();  // acquire: the record's stores were released
-                pend0 = pend1;
-                pend1 = atomicAdd(word(cur), 1);
-              }
-              fenced = true;
-              tag = cur << 12 | u;
-              ex = cur_e;
-              return;
-            }
-            // All claimed. The claim still in flight fails too; wait for it (a store of its
-            // result; s_ticket[1] is spare), so that every claim of this block has landed
-            // before its consumers count it done (the last block then resets the words).
-            if (ltid == 0) *reinterpret_cast<volatile int*>(s_ticket + 1) = pend1;
-            cur = -1;
-          }
-          tag = -1;
-          if (!can_steal) return;
-          if (!all_started) {  // else blocks wait for SMs: leave them ours
-            all_started = __shfl_sync(~0u, ltid == 0 ? ptx::ld_acquire_gpu(started) >= G : 0, 0);
-            if (!all_started) return;
-          }
-          // The ready block with the most units left (ties: the nearest after this one); any
-          // not yet ready is running and will publish.
-          unsigned best_key = 0;
-          int best_word = 0, pending = 0;
-          for (int base = 0; base < G; base += 128) {
-            int w[4];
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-              const int v = base + 32 * k + ltid;
-              w[k] = v < G ? ptx::ld_relaxed_gpu(word(v)) : kClaimReady | kClaimNone;
-            }
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-              const int v = base + 32 * k + ltid;
-              if (!(w[k] & kClaimReady)) {
-                pending = 1;
-                continue;
-              }
-              const int left = ND - (w[k] & kClaimCount);
-              const unsigned key = left <= 0 ? 0u
-                                             : static_cast<unsigned>(left) << 16 |
-                                                   (0xffffu - (v - static_cast<int>(blockIdx.x) +
-                                                               G) % G);
-              if (key > best_key) best_key = key, best_word = w[k];
-            }
-          }
-          const unsigned top = __reduce_max_sync(~0u, best_key);
-          if (top != 0) {
-            const int src = __ffs(__ballot_sync(~0u, best_key == top)) - 1;
-            const int seen = __shfl_sync(~0u, best_word, src);
-            cur = (static_cast<int>(blockIdx.x) + 0xffff - static_cast<int>(top & 0xffffu)) % G;
-            cur_e = (seen >> kClaimExpertShift) & kClaimExpertMask;
-            fenced = false;
-            if (ltid == 0) {
-              pend0 = atomicAdd(word(cur), 1);
-              pend1 = atomicAdd(word(cur), 1);
-            }
-            continue;
-          }
-          if (!__any_sync(~0u, pending)) return;
-          if (++polls > (1 << 22)) __trap();  // a block that never publishes: no hang
-          __nanosleep(1000);  // gently: every thief's scan reads the same words
-        }
-      };
-      // GEMM2: thread ltid copies chunk ltid % 8 of tile rows ltid / 8 + 16 i (i < 16) as above.
-      for (int n = 0;; ++n) {
-        const int idx = KU1 + n, st = idx % S;
-        int* dec = s_dec + 2 * (n & 1);  // its last readers passed the barrier of unit n - 1
-        if (ltid < 32) {
-          int tag, ex;
-          decide(tag, ex);
-          if (ltid == 0) {
-            if (tag < 0) {  // the claims are over (their results in): count it
-              // (Not before this block's own record is marked: the reset must follow the mark.
-              // Its consumers mark it after GEMM1, long before the producer's last claim.)
-              long long spins = 0;
-              while (can_steal && !(ptx::ld_relaxed_gpu(word(blockIdx.x)) & kClaimReady)) {
-                __nanosleep(64);
-                if (++spins > (1ll << 26)) __trap();
-              }
-              claims_done();
-            }
-            dec[0] = tag, dec[1] = ex;
-          }
-        }
-        asm volatile("bar.sync 2, %0;\n" ::"n"(kProducerThreads) : "memory");
-        const int tag = dec[0], ex = dec[1];
-        if (idx >= S) mbar::wait(empty_bar(st), static_cast<unsigned>((idx / S - 1) & 1));
-        const unsigned base = smem_base + st * kStageBytes;
-        if (tag >= 0) {
-          const int v = tag >> 12, u = tag & kClaimCount, jv = v % NS;
-          if (v != static_cast<int>(blockIdx.x)) {  // its record, into the slot's token area
-            const unsigned char* rec = pub + (long long)v * kPubBytes;
-            ptx::cp_async_16(base + ltid * 16, rec + ltid * 16, 16);
-            if (ltid < (kPubBytes - kActTileBytes) / 16)
-              ptx::cp_async_16(base + kActTileBytes + ltid * 16, rec + kActTileBytes + ltid * 16,
-                               16);
-          }
-          if (ltid >= kBlockM && ltid < kBlockM + 4) {  // slice q's w2_scale
-            const int q = ltid - kBlockM;
-            const int row = u * kUnitRows + (q / 2) * 128 + (q % 2) * 64;
-            ptx::cp_async_4(ptx::smem_addr(s_sc + st * kSlotScales + ltid),
-                            w2_scale + ((long long)ex * (K / kSBN) + row / kSBN) * KU2 + jv, 4);
-          }
-          const unsigned char* wb =
-              w2 + ((long long)ex * K + u * kUnitRows + row0) * N + jv * kUnitK + chunk * 16;
-#pragma unroll
-          for (int i = 0; i < 16; ++i)
-            ptx::cp_async_16_l2<MOETUNE_SLICED_W2_L2_PREFETCH>(
-                base + kUpATileBytes + dst0 + i * 16 * kUnitK, wb + (long long)(16 * i) * N, 16);
-        }
-        if (ltid == 0) s_tag[st] = tag;
-        land(st);
-        if (tag < 0) break;
-      }
+      mbar::arrive_on_cp_async(full_bar(st));
     }
     pdl_launch_dependents();  // the next kernel may be scheduled (it waits for this grid)
     return;
   }
 
   // ---- consumer warpgroups ----------------------------------------------------------------------
-  // Stealing: token slot tid's routed weight, for the published record (long landed by then).
-  const float w_pub = kSteal && tid < kBlockM && s_slot[tid] >= 0 ? __ldg(topk_weights + s_slot[tid])
-                                                                  : 0.f;
   if constexpr (kEarly > 0) {
     // The early units' token rows (thread tid: chunk c = tid % 16 of token row r = tid / 16,
     // laid out as the producer's copies) and activation scales (thread tid < kUpWScale: token
@@ -752,21 +548,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
     __threadfence();
   }
   consumer_sync();
-  if (can_steal) {  // the record of GEMM2's input, then the word's ready mark (release)
-    unsigned char* rec = pub + (long long)blockIdx.x * kPubBytes;
-    if (tid < kActTileBytes / 16)
-      reinterpret_cast<uint4*>(rec)[tid] = reinterpret_cast<const uint4*>(s_act)[tid];
-    if (tid < kBlockM) {
-      const int slot = s_slot[tid];
-      reinterpret_cast<float*>(rec + kActTileBytes)[tid] = s_asc[tid] * w_pub;
-      reinterpret_cast<int*>(rec + kActTileBytes + kBlockM * 4)[tid] = slot < 0 ? -1 : slot / TOPK;
-    }
-    consumer_sync();
-    if (tid == 0) {
-      __threadfence();
-      atomicAdd(word(blockIdx.x), kClaimReady | e << kClaimExpertShift);
-    }
-  }
   if constexpr (PAIR) {  // the partner's half has landed in s_act2 / s_asc2
     cluster::wait_local(pair_bar, 0);
     wgmma::fence_proxy_async();
@@ -822,63 +603,6 @@ __global__ void __launch_bounds__(sliced_plan::kThreads, 1)
 
   // ---- GEMM2: the slice's share of out's K columns, 256 at a time ----------------------------
   const unsigned act_addr = ptx::smem_addr(s_act);
-  if constexpr (kSteal) {
-    // The units the producer claimed, in ring order until a tag of -1: this block's (its
-    // activation tile, scale_t, its rows) or another's (its record in the slot's token area).
-    // Thread tid adds chunk tid % 32 of staged rows tid / 32 and tid / 32 + 8.
-    int own_rows[2];
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int slot = s_slot[tid / 32 + 8 * k];
-      own_rows[k] = slot < 0 ? -1 : slot / TOPK;
-    }
-    for (int n = 0;; ++n) {
-      const int idx = KU1 + n, st = idx % S;
-      mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));
-      const int tag = s_tag[st];
-      if (tag < 0) break;
-      wgmma::fence_proxy_async();
-      const int u = tag & kClaimCount;
-      const bool foreign = (tag >> 12) != static_cast<int>(blockIdx.x);
-      const unsigned char* rec = smem + st * kStageBytes;  // (foreign) the record's copy
-      float ts[4], sw[2];
-      int rows[2];
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        ts[q] = foreign ? reinterpret_cast<const float*>(rec + kActTileBytes)[tok(q)] : scale_t[q];
-#pragma unroll
-      for (int k = 0; k < 2; ++k)
-        rows[k] = foreign ? reinterpret_cast<const int*>(rec + kActTileBytes +
-                                                         kBlockM * 4)[tid / 32 + 8 * k]
-                          : own_rows[k];
-#pragma unroll
-      for (int i = 0; i < 2; ++i) sw[i] = s_sc[st * kSlotScales + kBlockM + 2 * wg + i];
-      mma_unit(st, foreign ? smem_base + st * kStageBytes : act_addr);
-      if (lane == 0) mbar::arrive(empty_bar(st));
-      unsigned char* tile = s_out + (n & 1) * kBlockM * kOutRowBytes;
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          const int q4 = 2 * (q / 4) + (q & 1);
-          const int col = wg * 128 + i * 64 + lane_row + 8 * ((q >> 1) & 1);
-          *reinterpret_cast<unsigned short*>(tile + tok(q4) * kOutRowBytes + col * 2) =
-              bf16_bits(part[i][q] * sw[i] * ts[q4]);
-        }
-      consumer_sync();
-#pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        const int r = tid / 32 + 8 * k, ch = tid % 32;
-        if (rows[k] < 0) continue;
-        red::add8<false>(out + (long long)rows[k] * K + u * kUnitRows + ch * 8,
-                         *reinterpret_cast<const uint4*>(tile + r * kOutRowBytes + ch * 16));
-      }
-    }
-    consumer_sync();
-    if (tid == 0) sliced_detail::stamp(4);
-    finish();
-    return;
-  }
   for (int u = 0; u < ND; ++u) {
     const int idx = KU1 + u, st = idx % S;
     mbar::wait(full_bar(st), static_cast<unsigned>((idx / S) & 1));

@@ -1,4 +1,7 @@
 #!/bin/bash
+# RECORD (forty-fifth session): MOETUNE_SLICED_STEAL was removed from main after these calls
+# (slower; the kernel change is in results/2026-12-08_fortyfifth_session/sliced_steal_v2.diff),
+# so the knob is now refused and this script fails at its first step.
 # Issue 5, forty-fifth session: the sliced kernel's work stealing (MOETUNE_SLICED_STEAL=1: GEMM2's
 # units claimed two ahead of their copies, a block with none left taking units of the ready
 # block with the most left), its first GPU run. Carry .devbin (`moetune`, `gpu_test_moe_sliced`

@@ -1,4 +1,7 @@
 #!/bin/bash
+# RECORD (forty-fifth session): MOETUNE_SLICED_STEAL was removed from main after these calls
+# (slower; the kernel change is in results/2026-12-08_fortyfifth_session/sliced_steal_v2.diff),
+# so the knob is now refused and this script fails at its first step.
 # Issue 5, forty-fifth session, after call50: the steal of a931bc1 was correct (GPU test 5 of 5,
 # check 8 of 8) and slower (+8..10% on both fp8 anchors at M = 6..20, H100): its trace has the
 # blocks' GEMM1 ends closer (max 34 against 38 µs at Qwen3.5 M = 8) and GEMM2 half as slow again

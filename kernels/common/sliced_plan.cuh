@@ -62,42 +62,8 @@ constexpr int kZeroBlocks = 64;
 // takes slices x topk adds in any order; two slices cost 5-7e-3 relative run to run on the
 // anchors (topk 8; the stage path's folded sum: 3-4e-3), and the error grows with the adds.
 constexpr int kMaxSlices = 4;
-// int32 counters in the workspace: the next ticket, the zeroing blocks done, the blocks done;
-// with MOETUNE_SLICED_STEAL the blocks started and the blocks whose claims are over (the last of
-// them resets these two and the claim words, so that the kernel leaves them zero in every mode:
-// a launch with no zeroing launch before it, as the GEMM phase alone, finds them so). A claim
-// word per block follows them.
-constexpr int kCounterInts = 5;
-// Stealing (MOETUNE_SLICED_STEAL): block g's claim word counts the GEMM2 units claimed from g
-// (its low 12 bits: every claim adds 1, the unit is the old count when below down_units), and
-// once g's activation is published also holds kClaimReady and g's expert (bits 12..29). A block
-// with no m-block marks its word kClaimReady | kClaimNone on entry (nothing to take). A block
-// fails at most two claims on a word (the two in flight when its count reaches down_units; it
-// claims from a word only while its count is below down_units), so counts stay below
-// down_units + 2 kStealMaxGrid < 4096; larger grids claim their own units and steal none.
-constexpr int kClaimCount = 0xfff;
-constexpr int kClaimExpertShift = 12;
-constexpr int kClaimExpertMask = 0x3ffff;
-constexpr int kClaimReady = 1 << 30;
-constexpr int kClaimNone = 2048;
-// Claim words sit kClaimStride ints apart (a 128-byte line each): the owners' claims and the
-// thieves' scans spread over the L2's slices instead of queueing at one.
-constexpr int kClaimStride = 32;
-// The most blocks the stealing kernel takes (the claim words' count bits above).
-constexpr int kStealMaxGrid = 1024;
-// Block g's published GEMM2 input (a steal's source): its activation tile as in shared memory
-// (kActTileBytes, swizzled), then per token slot the activation scale x routed weight (16
-// floats) and out's row (16 ints, -1: a pad). A thief copies it into the ring slot's token area.
-constexpr int kPubBytes = kActTileBytes + 2 * kBlockM * 4;
-// Ints that must be zero on a launch's entry (the counters and the claim words), and the
-// workspace's bytes (those ints, 16-byte aligned, then a published record per block).
-MOETUNE_HD constexpr long long zero_ints(long long grid) {
-  return kCounterInts + grid * kClaimStride;
-}
-MOETUNE_HD constexpr long long pub_offset(long long grid) { return (zero_ints(grid) + 3) / 4 * 16; }
-MOETUNE_HD constexpr long long workspace_bytes(long long grid) {
-  return pub_offset(grid) + grid * kPubBytes;
-}
+// int32 counters in the workspace: the next ticket, the zeroing blocks done, the blocks done.
+constexpr int kCounterInts = 3;
 
 MOETUNE_HD constexpr int slices(int N) { return N / kUnitK; }           // GEMM1 tiles per m-block
 MOETUNE_HD constexpr int up_units(int K) { return K / kUnitK; }         // per block (both halves)
@@ -106,12 +72,10 @@ MOETUNE_HD constexpr int down_units(int K) { return K / kUnitRows; }    // per b
 // Dynamic shared memory: the ring, two activation tiles (GEMM2's B operand: the block's own, and
 // a pair's other half), two staged bf16 output tiles (GEMM2's adds leave from one while the next
 // is written), each slot's scales, the two tiles' activation scales, the slot table, the
-// ticket, the full and empty mbarriers of each slot and a pair's activation barrier, and each
-// slot's tag (stealing: the unit it holds and whose).
+// ticket, the full and empty mbarriers of each slot and a pair's activation barrier.
 MOETUNE_HD constexpr int smem_bytes(int stages) {
   return stages * kStageBytes + 2 * kActTileBytes + 2 * kBlockM * kOutRowBytes +
-         stages * kSlotScales * 4 + 2 * kBlockM * 4 + kBlockM * 4 + 16 + 2 * stages * 8 + 8 +
-         stages * 16;
+         stages * kSlotScales * 4 + 2 * kBlockM * 4 + kBlockM * 4 + 16 + 2 * stages * 8 + 8;
 }
 // MOETUNE_SLICED_TRACE builds (a JIT knob, cuda/nvrtc.hpp): block g < kTraceBlocks writes
 // globaltimer stamps (ns) into the device array kTraceSymbol [kTraceBlocks][kTraceStamps] at its

@@ -47,10 +47,7 @@ std::string cuda_include_dir();
 // the sliced kernel's w2 copies' (unset: the first one's); MOETUNE_SLICED_TRACE: 1, the sliced
 // kernel stamps each block's progress into a device array (sliced_plan::kTraceSymbol);
 // MOETUNE_SLICED_EARLY_W13: 0, the sliced kernel's producer no longer issues its first ring
-// units' w13 copies as soon as the derivation knows the expert (unset or 1: it does);
-// MOETUNE_SLICED_STEAL: 1, the sliced kernel's blocks claim GEMM2's units and take those of
-// slower blocks (work stealing; unset or 0: each block runs its own units in order; 2: claims
-// them but takes none of other blocks', a measurement of the claims' own cost).
+// units' w13 copies as soon as the derivation knows the expert (unset or 1: it does).
 struct KernelKnob {
   const char* name;
   const char* values;  // as the refusal says them
@@ -60,8 +57,7 @@ inline constexpr KernelKnob kKernelKnobs[] = {
     {"MOETUNE_CP_ASYNC_L2_PREFETCH", "0, 64, 128 or 256 (bytes)", {0, 64, 128, 256}},
     {"MOETUNE_SLICED_W2_L2_PREFETCH", "0, 64, 128 or 256 (bytes)", {0, 64, 128, 256}},
     {"MOETUNE_SLICED_TRACE", "0 or 1", {0, 1, -1, -1}},
-    {"MOETUNE_SLICED_EARLY_W13", "0 or 1", {0, 1, -1, -1}},
-    {"MOETUNE_SLICED_STEAL", "0, 1 or 2", {0, 1, 2, -1}}};
+    {"MOETUNE_SLICED_EARLY_W13", "0 or 1", {0, 1, -1, -1}}};
 // The knob's value: -1 when unset or empty. Throws InputError naming the variable unless it is
 // one of knob.allowed.
 int kernel_knob(const KernelKnob& knob);

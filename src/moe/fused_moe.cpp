@@ -392,9 +392,8 @@ MoeWorkspaceLayout FusedMoe::workspace_layout(std::int64_t M) const {
     L.persistent_ws = take(L.persistent_ws_bytes);
     L.persistent = uses_persistent_gemms(M);
   }
-  if (impl_->sliced_stages > 0) {  // at every M (sized for min(M, kSlicedMaxTokens)), as above
-    const std::int64_t sm = std::min<std::int64_t>(M, moe::kSlicedMaxTokens);
-    L.sliced_ws = take(moe::sliced_workspace_bytes(s, moe::max_num_m_blocks(sm, s.topk, s.E, 16)));
+  if (impl_->sliced_stages > 0) {  // at every M, so that offsets grow with M only
+    L.sliced_ws = take(static_cast<std::size_t>(moe::sliced_counter_ints()) * 4);
     L.sliced = uses_sliced_gemms(M);
   }
   L.gemm2_sums_topk = gemm2_sums_topk(M);
@@ -574,8 +573,7 @@ void FusedMoe::enqueue(MoeStage stage, const MoeInputs& in, const MoeWeights& w,
   auto counters = [&](bool up) -> std::pair<std::int32_t*, int> {
     if (L.sliced) {  // the sliced kernel's tickets (GEMM2 has no launch)
       if (!up) return {nullptr, 0};
-      return {reinterpret_cast<std::int32_t*>(ws + L.sliced_ws),
-              moe::sliced_zero_ints(s, L.max_num_m_blocks)};
+      return {reinterpret_cast<std::int32_t*>(ws + L.sliced_ws), moe::sliced_counter_ints()};
     }
     if (L.persistent) {  // the persistent kernel's tickets and ready words (GEMM2's: none)
       if (!up) return {nullptr, 0};

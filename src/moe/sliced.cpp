@@ -3,9 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <string_view>
-
-#include "cuda/nvrtc.hpp"
 #include "kernels/common/sliced_plan.cuh"
 #include "kernels/common/tile_math.cuh"
 #include "moe/block_fp8_spec.hpp"
@@ -48,33 +45,15 @@ cuda::KernelSpec sliced_spec(const MoeShape& s, const std::string& arch, int sta
                             (pairs ? "_pair" : ""));
 }
 
-std::size_t sliced_workspace_bytes(const MoeShape& s, std::int64_t max_m_blocks) {
-  return static_cast<std::size_t>(sp::workspace_bytes(max_m_blocks * sp::slices(s.N)));
-}
-int sliced_zero_ints(const MoeShape& s, std::int64_t max_m_blocks) {
-  return static_cast<int>(sp::zero_ints(max_m_blocks * sp::slices(s.N)));
-}
-
-namespace {
-// Whether the JIT builds the stealing kernel (MOETUNE_SLICED_STEAL=1).
-bool steals() {
-  for (const cuda::KernelKnob& k : cuda::kKernelKnobs)
-    if (std::string_view(k.name) == "MOETUNE_SLICED_STEAL") return cuda::kernel_knob(k) == 1;
-  return false;
-}
-}  // namespace
+int sliced_counter_ints() { return sp::kCounterInts; }
 
 void launch_sliced(const MoeShape& s, const std::string& arch, int stages, const SlicedArgs& a,
                    CUstream stream, bool pdl) {
   if (const std::string why = sliced_stages_violation(stages); !why.empty())
     throw InputError("stages", std::to_string(stages), why);
   if (a.out == nullptr) throw InputError("out", "null", "the sliced GEMM kernel adds into it");
-  if (a.counters == nullptr && (!a.out_zeroed || (steals() && !a.pairs)))
-    throw InputError("counters", "null",
-                     "the kernel's tickets (unless out_zeroed) and claims (MOETUNE_SLICED_STEAL)");
-  if (reinterpret_cast<std::uintptr_t>(a.counters) % 16 != 0)
-    throw InputError("counters", fmt::format("{}", static_cast<void*>(a.counters)),
-                     "must be 16-byte aligned (the published records)");
+  if (a.counters == nullptr && !a.out_zeroed)
+    throw InputError("counters", "null", "the kernel's tickets (unless out_zeroed)");
   if (reinterpret_cast<std::uintptr_t>(a.out) % 16 != 0)
     throw InputError("out", fmt::format("{}", a.out), "must be 16-byte aligned (vector adds)");
   const std::int64_t blocks = a.max_m_blocks * sp::slices(s.N);

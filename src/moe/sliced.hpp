@@ -54,13 +54,10 @@ bool sliced_pairs_fit(const MoeShape& shape);
 cuda::KernelSpec sliced_spec(const MoeShape& shape, const std::string& arch, int stages,
                              bool derive_alignment = false, bool pairs = false);
 
-// The kernel's workspace for a grid of max_m_blocks m-blocks (sliced_plan::workspace_bytes:
-// its counters, a claim word per block and a published record per block, 16-byte aligned),
-// and the int32 at its start that must be zero on a launch's entry (SlicedArgs::counters: the
-// kernel's last block leaves them zero where it counts its blocks, i.e. without out_zeroed;
-// FusedMoe's routing or alignment launch zeroes them once per call as well).
-std::size_t sliced_workspace_bytes(const MoeShape& shape, std::int64_t max_m_blocks);
-int sliced_zero_ints(const MoeShape& shape, std::int64_t max_m_blocks);
+// int32 counters the kernel needs in the workspace without SlicedArgs::out_zeroed (zero before
+// the first launch; the kernel leaves them zero, and FusedMoe's routing or alignment launch
+// zeroes them once per call as well).
+int sliced_counter_ints();
 
 struct SlicedArgs {
   std::int64_t M = 0;
@@ -76,8 +73,7 @@ struct SlicedArgs {
   const std::int32_t* sorted_token_ids = nullptr;  // alignment with BLOCK_SIZE_M 16
   const std::int32_t* expert_ids = nullptr;
   const std::int32_t* num_tokens_post_padded = nullptr;
-  // sliced_workspace_bytes(), 16-byte aligned, its first sliced_zero_ints() zero on entry
-  std::int32_t* counters = nullptr;
+  std::int32_t* counters = nullptr;         // sliced_counter_ints(), 4-byte aligned
   // Set: the kernel derives the alignment from these [M, topk] global expert ids (M * topk <=
   // tile_math::kInlineAlignMaxSlots) and ignores the three tables above; expert_start is the
   // rank's first expert (EP; 0 otherwise). The counters must then be zeroed by a launch before
@@ -85,8 +81,7 @@ struct SlicedArgs {
   const std::int32_t* topk_ids = nullptr;
   int expert_start = 0;
   // Set: out is all zero on entry (a launch before zeroed it: FusedMoe's routing launch) and
-  // the kernel takes no ticket on entry and counts nothing on exit (counters may be null unless
-  // MOETUNE_SLICED_STEAL is 1, whose claims use them).
+  // the kernel uses no counters (no ticket on entry, no count on exit; counters may be null).
   // Unset: its first blocks zero out and the counters must be zero on entry (the kernel leaves
   // them zero).
   bool out_zeroed = false;

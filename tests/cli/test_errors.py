@@ -273,13 +273,11 @@ class KernelEnvironmentKnobs(CliTestCase):
                 self.assertEqual(len(r.err.strip().splitlines()), 1, r)
 
     def test_a_bad_switch_is_one_line_naming_the_variable(self):
-        for var, values in (("MOETUNE_SLICED_TRACE", "0 or 1"),
-                            ("MOETUNE_SLICED_EARLY_W13", "0 or 1"),
-                            ("MOETUNE_SLICED_STEAL", "0, 1 or 2")):
+        for var in ("MOETUNE_SLICED_TRACE", "MOETUNE_SLICED_EARLY_W13"):
             r = run("shapes", env={var: "yes"})
             self.assertEqual(r.code, EXIT_BAD_INPUT, r)
             self.assertIn(f"{var}=yes", r.err)
-            self.assertIn(values, r.err)
+            self.assertIn("0 or 1", r.err)
             self.assertEqual(len(r.err.strip().splitlines()), 1, r)
 
     def test_a_good_size_runs(self):

@@ -112,15 +112,16 @@ void expect_matches_stage_path(const MoeShape& s, int rank, const std::vector<st
     const double tol = stage_fuses ? 1e-2 : 3e-2;
     EXPECT_FALSE(bad) << label << " M=" << M << ": NaN or unwritten output";
     EXPECT_LT(diff, tol) << label << " M=" << M << (stage_fuses ? " (fused)" : " (unfused)");
-    // The kernel leaves its counters and claim words (MOETUNE_SLICED_STEAL) zero in every mode,
-    // so that a launch with no zeroing launch before it (the GEMM phase alone) finds them so.
+    // The kernel's counters are zero after it in every mode (the routing launch zeroed them for
+    // a layer call that leaves them alone; the GEMM phase's last block resets them), so that a
+    // launch with no zeroing launch before it (the GEMM phase alone) finds them so.
     auto counters_left_zero = [&] {
       const MoeWorkspaceLayout L = on.workspace_layout(M);
       if (!L.sliced) return true;
       stream.synchronize();
       const std::size_t i0 = L.sliced_ws / 4;
       const auto w = d.sets.at(0).workspace.download_as<std::int32_t>(
-          i0 + static_cast<std::size_t>(sliced_zero_ints(s, L.max_num_m_blocks)));
+          i0 + static_cast<std::size_t>(sliced_counter_ints()));
       return std::all_of(w.begin() + static_cast<std::ptrdiff_t>(i0), w.end(),
                          [](std::int32_t v) { return v == 0; });
     };

@@ -1,0 +1,18 @@
+#!/bin/bash
+# Issue 5, forty-fifth session's last call: on an H200, the bars at main's defaults (the early
+# w13 copies are the default since the last H200 bars; prediction: M = 16 past 85%, M = 8 at
+# 84..85%); on another GPU, gpu_test_moe_sliced at the defaults (its new assertion: the
+# counters left zero after layer calls and GEMM phases). Carry .devbin (pdl_build_devbin.sh).
+# Env: CALL_S (default 240).
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/device_call_lib.sh" || exit 1
+budget_call 240
+if echo "$gpu" | grep -q H200; then
+  bars 220 20
+else
+  timeout -k 5 "$(cap 120)" .devbin/gpu_test_moe_sliced --gtest_color=no \
+    --gtest_filter='-*Trace*' >"$OUT/gpu_test.txt" 2>&1
+  echo "gpu_test_moe_sliced: exit $?"
+  grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/gpu_test.txt" | head -8
+fi
+budget_done
