@@ -100,6 +100,11 @@ __device__ __forceinline__ void stamp(int i) {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
     moetune_sliced_trace[blockIdx.x * sliced_plan::kTraceStamps + i] = t;
+    if (i == 0) {  // where it runs: are the slow blocks slow for their SM?
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+      moetune_sliced_trace[blockIdx.x * sliced_plan::kTraceStamps + sliced_plan::kTraceSmid] = sm;
+    }
   }
 #else
   (void)i;

@@ -80,9 +80,11 @@ MOETUNE_HD constexpr int smem_bytes(int stages) {
 // MOETUNE_SLICED_TRACE builds (a JIT knob, cuda/nvrtc.hpp): block g < kTraceBlocks writes
 // globaltimer stamps (ns) into the device array kTraceSymbol [kTraceBlocks][kTraceStamps] at its
 // entry, its PDL wait's return, its first copy (the derivation done), GEMM1's end and its exit
-// (consumer thread 0); blocks with no m-block write only the first two.
+// (consumer thread 0), then the SM it ran on (%smid, not a time: at its entry); blocks with no
+// m-block write no third to fifth.
 constexpr int kTraceBlocks = 4096;
-constexpr int kTraceStamps = 5;
+constexpr int kTraceStamps = 6;
+constexpr int kTraceSmid = 5;  // the stamp that holds the SM
 constexpr const char* kTraceSymbol = "moetune_sliced_trace";
 
 // Whether N takes pairs (two slices: a cluster of two blocks per m-block).

@@ -11,6 +11,7 @@
 // logits and from precomputed ids, deriving the alignment and reading its tables. `moetune check
 // --sliced` checks the kernel against fp64.
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <cstdio>
 #include <cstdlib>
@@ -307,6 +308,8 @@ TEST_F(MoeSlicedGpu, TraceWhereTheTimeGoes) {
         const unsigned grid =
             static_cast<unsigned>(fm.workspace_layout(M).max_num_m_blocks * sp::slices(s.N));
         ASSERT_LE(grid, static_cast<unsigned>(sp::kTraceBlocks));
+        // Per SM (%smid) the last exit of its blocks, each run: whether the same SMs are slow.
+        std::vector<std::vector<double>> sm_exit(3);
         for (int run = 0; run < 3; ++run) {
           flush.fill_u8(static_cast<std::uint8_t>(run));
           MOETUNE_CU(cuMemsetD8, ptr, 0, bytes);
@@ -324,6 +327,9 @@ TEST_F(MoeSlicedGpu, TraceWhereTheTimeGoes) {
             derive.push_back(us(at(g, 2)) - us(at(g, 1)));
             g1_end.push_back(us(at(g, 3)));
             exit.push_back(us(at(g, 4)));
+            const auto sm = static_cast<std::size_t>(at(g, sp::kTraceSmid));
+            if (sm_exit[run].size() <= sm) sm_exit[run].resize(sm + 1, -1.0);
+            sm_exit[run][sm] = std::max(sm_exit[run][sm], exit.back());
             g1.push_back(us(at(g, 3)) - us(at(g, 2)));
             g2.push_back(us(at(g, 4)) - us(at(g, 3)));
           }
@@ -339,6 +345,35 @@ TEST_F(MoeSlicedGpu, TraceWhereTheTimeGoes) {
                       pct(g1, 0.5), pct(g2, 0.5));
           std::fflush(stdout);
         }
+        // Pearson correlation of the SMs' last exits, runs 1 and 2 against run 0 (SMs with
+        // work in both), and run 0's ten slowest SMs.
+        auto corr = [&](int r) {
+          std::vector<double> a, b;
+          for (std::size_t sm = 0; sm < std::min(sm_exit[0].size(), sm_exit[r].size()); ++sm)
+            if (sm_exit[0][sm] >= 0 && sm_exit[r][sm] >= 0)
+              a.push_back(sm_exit[0][sm]), b.push_back(sm_exit[r][sm]);
+          const double n = static_cast<double>(a.size());
+          double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+          for (std::size_t i = 0; i < a.size(); ++i) ma += a[i] / n, mb += b[i] / n;
+          for (std::size_t i = 0; i < a.size(); ++i) {
+            sab += (a[i] - ma) * (b[i] - mb);
+            saa += (a[i] - ma) * (a[i] - ma);
+            sbb += (b[i] - mb) * (b[i] - mb);
+          }
+          return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 0.0;
+        };
+        std::vector<std::pair<double, std::size_t>> slow;
+        for (std::size_t sm = 0; sm < sm_exit[0].size(); ++sm)
+          if (sm_exit[0][sm] >= 0) slow.emplace_back(-sm_exit[0][sm], sm);
+        std::sort(slow.begin(), slow.end());
+        std::string ten;
+        for (std::size_t i = 0; i < std::min<std::size_t>(10, slow.size()); ++i)
+          ten += " " + std::to_string(slow[i].second);
+        std::printf("trace %-20s %-5s M=%-2lld SMs' last exits, correlation with run 0: run 1 "
+                    "%.2f, run 2 %.2f; run 0's slowest SMs:%s\n",
+                    std::string(s.source).c_str(), pairs ? "pairs" : "plain",
+                    static_cast<long long>(M), corr(1), corr(2), ten.c_str());
+        std::fflush(stdout);
       }
     }
   }

@@ -474,7 +474,9 @@ TEST_F(SlicedNvrtc, TraceBuildStampsIntoItsOwnArray) {
   ::unsetenv(knob);
   EXPECT_EQ(occurrences(plain, "%globaltimer"), 0);
   EXPECT_EQ(occurrences(plain, sliced_plan::kTraceSymbol), 0);
-  EXPECT_GE(occurrences(traced, "%globaltimer"), sliced_plan::kTraceStamps);
+  EXPECT_GE(occurrences(traced, "%globaltimer"), sliced_plan::kTraceStamps - 1);  // (and %smid)
+  EXPECT_EQ(occurrences(plain, "%smid"), 0);
+  EXPECT_GE(occurrences(traced, "%smid"), 1);
   EXPECT_NE(traced.find(std::string(".global .align 8 .b8 ") + sliced_plan::kTraceSymbol + "[" +
                         std::to_string(8 * sliced_plan::kTraceBlocks * sliced_plan::kTraceStamps) +
                         "]"),
