@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -63,6 +64,14 @@ struct TuneOptions {
   // after it is seen, the batch size in flight is abandoned (its records stay in the log) and the
   // outputs are written for the Ms that finished. nullptr = never.
   const std::atomic<bool>* stop = nullptr;
+  // What moetune's own layer (FusedMoe with its default options, on `gpu`) runs at M with an up
+  // and a down config: "stages" (a kernel per stage: the configs' tiles), or a path with tiles
+  // of its own ("decode", "sliced": FusedMoe::layer_kernels), where the table's entry configures
+  // only the stage path (`bench --no-decode-kernels` / `--no-sliced`). The CLI sets it (it links
+  // the layer); unset, the plan, sidecars and report say nothing about it. An InputError from
+  // it leaves that M's answer unknown ("").
+  std::function<std::string(int M, const KernelConfig& up, const KernelConfig& down)>
+      layer_kernels;
 
   // Search knobs (defaults are the shipped behaviour; tests may tighten them).
   double keep_fraction = 0.08;      // share of the model-ranked valid configs kept per stage
@@ -140,6 +149,7 @@ struct PlanRow {
   std::map<std::string, long> pruned;
   double estimated_s = 0;
   StagePlan up, down;
+  std::string layer_kernels;  // with the default configs (TuneOptions::layer_kernels; "" unset)
 };
 struct TunePlan {
   nlohmann::json shape;
@@ -154,7 +164,7 @@ StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage,
 // The whole plan (down restricted to the model's best up BLOCK_SIZE_M at each M).
 TunePlan plan(const TuneOptions& opts);
 // DESIGN.md's `tune --dry-run --json`: {"shape", "batch", "plan": [{"M", "space", "candidates",
-// "pruned"}], "estimated_seconds"}.
+// "pruned"}], "estimated_seconds"}; each plan row also has "layer_kernels" where it is known.
 nlohmann::json to_json(const TunePlan& p);
 
 // --- the sweep ------------------------------------------------------------------------------
@@ -192,6 +202,8 @@ struct MResult {
   std::optional<Comparison> tuned_vs_default;
   RooflineRow floor;
   double margin_ratio = 1;  // winner / runner-up median ratio of the total (<= 1)
+  // What moetune's layer runs at M with the chosen pair (TuneOptions::layer_kernels; "" unset).
+  std::string layer_kernels;
 };
 
 struct TuneResult {

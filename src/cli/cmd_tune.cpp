@@ -21,6 +21,7 @@
 #include "cuda/context.hpp"
 #include "cuda/driver.hpp"
 #include "moetune/error.hpp"
+#include "moetune/fused_moe.hpp"
 #include "moetune/tuner.hpp"
 #include "report/report.hpp"
 
@@ -179,6 +180,13 @@ int run_dry(const GlobalOptions& g, tune::TuneOptions& t) {
   fmt::print("estimated: {} for {} batch size{} on {} GPU(s){}\n",
              duration_text(p.estimated_seconds), p.batch.size(), p.batch.size() == 1 ? "" : "s",
              t.gpus, budget);
+  std::vector<report::ReportRow> rows(p.rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    rows[i].M = p.rows[i].M;
+    rows[i].layer_kernels = p.rows[i].layer_kernels;
+  }
+  if (const std::string own = report::own_kernels_text(rows); !own.empty())
+    fmt::print("note: {}\n", own);
   return 0;
 }
 
@@ -245,7 +253,10 @@ int run_sweep(const GlobalOptions& g, const TuneCliOptions& o, tune::TuneOptions
                       {"pct_floor", num(r.pct_floor)},
                       {"speedup", num(r.speedup)},
                       {"up", r.up_config},
-                      {"down", r.down_config}});
+                      {"down", r.down_config},
+                      {"layer_kernels", r.layer_kernels.empty()
+                                            ? nlohmann::ordered_json(nullptr)
+                                            : nlohmann::ordered_json(r.layer_kernels)}});
     }
     nlohmann::ordered_json j{{"up_table", result.up_table.string()},
                              {"down_table", result.down_table.string()},
@@ -274,6 +285,8 @@ int run_sweep(const GlobalOptions& g, const TuneCliOptions& o, tune::TuneOptions
   }
   fmt::print("{} measurements in {}{}\n", result.measurements, duration_text(result.elapsed_s),
              result.budget_exhausted ? " (budget exhausted: M not reached keep the default)" : "");
+  if (const std::string own = report::own_kernels_text(rep.rows); !own.empty())
+    fmt::print("note: {}\n", own);
   fmt::print("tables:  {}\n         {}\n", result.up_table.string(), result.down_table.string());
   if (!result.report_md.empty()) {
     fmt::print("report:  {}\n         {}\n", result.report_md.string(),
@@ -307,6 +320,11 @@ int run_tune_command(const GlobalOptions& g, const TuneCliOptions& o) {
   t.gpu = o.dry_run ? resolve_gpu(g) : resolve_local_gpu(g);  // a sweep measures this GPU
   check_dtype_on_gpu(t.shape, t.gpu);
   t.shape_json = nlohmann::json(shape_json(t.shape, t.gpu));
+  // What moetune's layer runs with a pair at M (no GPU needed: FusedMoe only plans here).
+  t.layer_kernels = [shape = t.shape, gpu = t.gpu](int M, const KernelConfig& up,
+                                                   const KernelConfig& down) {
+    return std::string(FusedMoe(shape, gpu, {{M, up}}, {{M, down}}).layer_kernels(M));
+  };
   if (o.dry_run) return run_dry(g, t);
   return run_sweep(g, o, t);
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -49,7 +50,45 @@ std::optional<double> margin_pct(const tune::StageOutcome& s) {
   return (1.0 / s.winner_vs_runner_up->ratio - 1.0) * 100.0;
 }
 
+// The layer's own kernels by the name FusedMoe::layer_kernels gives them: what they are and the
+// option that runs the stage path instead (moetune's defaults never run the persistent one).
+std::pair<std::string, std::string> own_kernels(const std::string& kind) {
+  if (kind == "decode") return {"its two decode kernels", "`--no-decode-kernels`"};
+  if (kind == "sliced") return {"its sliced GEMM kernel", "`--no-sliced`"};
+  return {"its " + kind + " kernels", "that path off"};
+}
+
+std::string m_list(const std::vector<int>& ms) {
+  std::string t;
+  for (std::size_t i = 0; i < ms.size(); ++i) {
+    t += i == 0 ? "" : i + 1 == ms.size() ? " and " : ", ";
+    t += std::to_string(ms[i]);
+  }
+  return t;
+}
+
 }  // namespace
+
+std::string own_kernels_text(const std::vector<ReportRow>& rows) {
+  std::map<std::string, std::vector<int>> by_kind;  // each kind's Ms in the rows' order
+  for (const ReportRow& r : rows) {
+    if (!r.layer_kernels.empty() && r.layer_kernels != "stages")
+      by_kind[r.layer_kernels].push_back(r.M);
+  }
+  if (by_kind.empty()) return "";
+  std::string runs, offs;
+  for (const auto& [kind, ms] : by_kind) {
+    const auto [what, off] = own_kernels(kind);
+    runs += fmt::format("{}{} at M = {}", runs.empty() ? "" : "; ", what, m_list(ms));
+    offs += fmt::format("{}{}", offs.empty() ? "" : " / ", off);
+  }
+  return fmt::format(
+      "At some batch sizes moetune's layer (its default options on this GPU) runs kernels with "
+      "tiles of their own: {}. There the tables' entries configure, and their times measure, "
+      "only the stage path, which the layer runs with {} (bench, check; FusedMoeOptions in the "
+      "library).",
+      runs, offs);
+}
 
 ReportInput report_input(const tune::TuneOptions& opts, const tune::TuneResult& result) {
   ReportInput in;
@@ -89,6 +128,7 @@ ReportInput report_input(const tune::TuneOptions& opts, const tune::TuneResult& 
     row.margin_down_pct = margin_pct(r.down);
     row.up_config = config_name(r.up.chosen);
     row.down_config = config_name(r.down.chosen);
+    row.layer_kernels = r.layer_kernels;
     for (const auto* st : {&r.up, &r.down}) {
       row.notes.insert(row.notes.end(), st->notes.begin(), st->notes.end());
     }
@@ -108,18 +148,21 @@ std::string markdown(const ReportInput& in) {
       "A tuned config replaces the default only when the 95% CI of the time ratio excludes 1.\n\n";
   md +=
       "| M | default µs [95% CI] | tuned µs [95% CI] | speedup | floor µs | % of floor | bound "
-      "| margin up / down | flag | up config | down config |\n";
-  md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "| margin up / down | flag | up config | down config | layer |\n";
+  md += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const ReportRow& r : in.rows) {
-    md += fmt::format("| {} | {} | {} | {} | {:.1f} | {} | {} | {} / {} | {} | `{}` | `{}` |\n",
+    md += fmt::format(
+        "| {} | {} | {} | {} | {:.1f} | {} | {} | {} / {} | {} | `{}` | `{}` | {} |\n",
                       r.M, with_ci(r.default_us, r.default_lo_us, r.default_hi_us),
                       with_ci(r.tuned_us, r.tuned_lo_us, r.tuned_hi_us),
                       r.speedup ? fmt::format("{:.2f}×", *r.speedup) : "—", r.floor_us,
                       r.pct_floor ? fmt::format("{:.0f}%", *r.pct_floor) : "—", r.bound,
                       r.margin_up_pct ? fmt::format("{:.1f}%", *r.margin_up_pct) : "—",
                       r.margin_down_pct ? fmt::format("{:.1f}%", *r.margin_down_pct) : "—", r.flag,
-                      r.up_config, r.down_config);
+                      r.up_config, r.down_config,
+                      r.layer_kernels.empty() ? "—" : r.layer_kernels);
   }
+  if (const std::string own = own_kernels_text(in.rows); !own.empty()) md += "\n" + own + "\n";
   bool any_notes = false;
   for (const ReportRow& r : in.rows) {
     for (const std::string& n : r.notes) {
@@ -243,23 +286,37 @@ std::string html(const ReportInput& in) {
   h += "<table>\n<tr><th>M</th><th>default µs [95% CI]</th><th>tuned µs [95% CI]</th>"
        "<th>speedup</th><th>floor µs</th><th>% of floor</th><th class=\"l\">bound</th>"
        "<th>margin up / down</th><th class=\"l\">flag</th><th class=\"l\">up config</th>"
-       "<th class=\"l\">down config</th></tr>\n";
+       "<th class=\"l\">down config</th><th class=\"l\">layer</th></tr>\n";
   for (const ReportRow& r : in.rows) {
     const bool unreached = r.flag == "not reached" || r.flag == tune::kInterruptedFlag;
     const char* cls = r.flag == "tuned" ? "tuned" : unreached ? "unreached" : "noise";
     h += fmt::format(
         "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}</td><td>{}</td>"
         "<td class=\"l\">{}</td><td>{} / {}</td><td class=\"l\">{}</td><td class=\"l\"><code>{}"
-        "</code></td><td class=\"l\"><code>{}</code></td></tr>\n",
+        "</code></td><td class=\"l\"><code>{}</code></td><td class=\"l\">{}</td></tr>\n",
         cls, r.M, with_ci(r.default_us, r.default_lo_us, r.default_hi_us),
         with_ci(r.tuned_us, r.tuned_lo_us, r.tuned_hi_us),
         r.speedup ? fmt::format("{:.2f}×", *r.speedup) : "—", r.floor_us,
         r.pct_floor ? fmt::format("{:.0f}%", *r.pct_floor) : "—", escape(r.bound),
         r.margin_up_pct ? fmt::format("{:.1f}%", *r.margin_up_pct) : "—",
         r.margin_down_pct ? fmt::format("{:.1f}%", *r.margin_down_pct) : "—", escape(r.flag),
-        escape(r.up_config), escape(r.down_config));
+        escape(r.up_config), escape(r.down_config),
+        escape(r.layer_kernels.empty() ? "—" : r.layer_kernels));
   }
   h += "</table>\n";
+  if (const std::string own = own_kernels_text(in.rows); !own.empty()) {
+    std::string text = escape(own), out;
+    bool code = false;  // backquotes to <code>
+    for (char ch : text) {
+      if (ch == '`') {
+        out += code ? "</code>" : "<code>";
+        code = !code;
+      } else {
+        out += ch;
+      }
+    }
+    h += "<p>" + out + "</p>\n";
+  }
   bool any = false;
   for (const ReportRow& r : in.rows) {
     for (const std::string& n : r.notes) {

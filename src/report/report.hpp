@@ -24,6 +24,9 @@ struct ReportRow {
   std::optional<double> margin_up_pct;   // winner faster than the runner-up by, percent
   std::optional<double> margin_down_pct;
   std::string up_config, down_config;    // chosen, "m64n128k128_g1_w4_s3_sk1"
+  // What moetune's layer runs at M with them (MResult::layer_kernels): "stages", "decode",
+  // "sliced"; "" unknown.
+  std::string layer_kernels;
   std::vector<std::string> notes;
 };
 
@@ -42,6 +45,10 @@ struct ReportInput {
 };
 
 ReportInput report_input(const tune::TuneOptions& opts, const tune::TuneResult& result);
+// One paragraph (plain text, backquoted flags) naming the Ms where moetune's layer runs kernels
+// with tiles of their own (layer_kernels other than "stages"), so the tables' entries there
+// configure only the stage path; "" when there are none.
+std::string own_kernels_text(const std::vector<ReportRow>& rows);
 std::string markdown(const ReportInput& in);
 std::string html(const ReportInput& in);  // one file: inline CSS and SVG
 

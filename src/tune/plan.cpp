@@ -31,6 +31,16 @@ std::vector<int> batch_of(const TuneOptions& o) {
 
 std::vector<int> tune_batch_sizes(const TuneOptions& o) { return batch_of(o); }
 
+std::string layer_kernels_of(const TuneOptions& o, int M, const KernelConfig& up,
+                             const KernelConfig& down) {
+  if (!o.layer_kernels) return "";
+  try {
+    return o.layer_kernels(M, up, down);
+  } catch (const InputError&) {
+    return "";
+  }
+}
+
 KernelConfig default_config(const TuneOptions& o, int M, Stage stage) {
   KernelConfig up = moetune_default_config(o.shape, o.gpu, M, false);
   if (stage == Stage::up) return up;
@@ -159,6 +169,8 @@ TunePlan plan(const TuneOptions& opts) {
     }
     row.estimated_s =
         estimate_stage_s(row.up, opts, &compiled) + estimate_stage_s(row.down, opts, &compiled);
+    row.layer_kernels = layer_kernels_of(opts, M, default_config(opts, M, Stage::up),
+                                         default_config(opts, M, Stage::down));
     p.rows.push_back(std::move(row));
   }
   // Batch sizes run in parallel on the GPUs, each taken in order by the first GPU free (as the
@@ -177,8 +189,10 @@ nlohmann::json to_json(const TunePlan& p) {
   for (const PlanRow& r : p.rows) {
     nlohmann::json pruned = nlohmann::json::object();
     for (const auto& [reason, count] : r.pruned) pruned[reason] = count;
-    rows.push_back({{"M", r.M}, {"space", r.space}, {"candidates", r.candidates},
-                    {"pruned", pruned}});
+    nlohmann::json row{{"M", r.M}, {"space", r.space}, {"candidates", r.candidates},
+                       {"pruned", pruned}};
+    if (!r.layer_kernels.empty()) row["layer_kernels"] = r.layer_kernels;
+    rows.push_back(std::move(row));
   }
   return {{"shape", p.shape},
           {"batch", p.batch},

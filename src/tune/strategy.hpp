@@ -170,6 +170,10 @@ KernelConfig default_config(const TuneOptions& o, int M, Stage stage);
 // the same tile unswapped (without that, an up winner of 64 rows made down's baseline a config
 // that fails, and the row fell back to both defaults).
 KernelConfig down_baseline_for(const TuneOptions& o, int M, int block_m);
+// o.layer_kernels(M, up, down), or "" when it is unset or says InputError (a pair the layer
+// refuses: the answer is unknown, and a sweep's outputs are written regardless).
+std::string layer_kernels_of(const TuneOptions& o, int M, const KernelConfig& up,
+                             const KernelConfig& down);
 StagePlan plan_stage(const TuneOptions& opts, int M, Stage stage, std::optional<int> up_block_m,
                      const std::vector<KernelConfig>& seeds);
 // Seconds to tune one stage at one M: compiles (of the configs not yet in `compiled`, which it

@@ -455,6 +455,7 @@ nlohmann::json sidecar_json(const TuneOptions& o, const TuneResult& r, Stage sta
     if (!s.failures.empty()) e["failures"] = s.failures;
     if (!s.notes.empty()) e["notes"] = s.notes;
     e["floor_us"] = row.floor.floor_us;
+    if (!row.layer_kernels.empty()) e["layer_kernels"] = row.layer_kernels;
     entries[std::to_string(row.M)] = e;
   }
   j["entries"] = entries;
@@ -570,9 +571,10 @@ TuneResult run_tune(const TuneOptions& opts, EvaluatorPool& pool, ProgressSink& 
   result.budget_exhausted = sh.budget_exhausted;
   result.interrupted = sh.interrupted;
   if (result.interrupted) result.resume_command = resume_command(opts);
-  for (const MResult& row : result.rows) {
+  for (MResult& row : result.rows) {
     result.up[row.M] = row.up.chosen;
     result.down[row.M] = row.down.chosen;
+    row.layer_kernels = layer_kernels_of(opts, row.M, row.up.chosen, row.down.chosen);
   }
 
   write_config_table(result.up_table, result.up);

@@ -33,7 +33,7 @@ class DryRun(CliTestCase):
         self.assertEqual(j["batch"], [1, 64])
         self.assertEqual([p["M"] for p in j["plan"]], [1, 64])
         for p in j["plan"]:
-            self.assertEqual(set(p), {"M", "space", "candidates", "pruned"})
+            self.assertEqual(set(p), {"M", "space", "candidates", "pruned", "layer_kernels"})
             self.assertIsInstance(p["space"], int)
             self.assertIsInstance(p["candidates"], int)
             self.assertGreater(p["candidates"], 0)
@@ -46,6 +46,32 @@ class DryRun(CliTestCase):
             self.assertEqual(sum(p["pruned"].values()) + p["candidates"], p["space"])
         self.assertIsInstance(j["estimated_seconds"], (int, float))
         self.assertGreater(j["estimated_seconds"], 0)
+
+    def test_layer_kernels_name_where_the_tables_do_not_run(self):
+        # moetune's layer with the default configs at each M (FusedMoe::layer_kernels): block fp8
+        # on the H200 runs its decode kernels at M <= 4 (Qwen3.5, DeepSeek-V3: M <= 2) and the
+        # sliced kernel at M = 6..8 and 14..20; bf16 never the sliced kernel; the H100 PCIe
+        # (sm_90a, not one of the GPUs the sliced rule was measured on) never either.
+        def kernels(*args):
+            j = run("tune", "--dry-run", "--json", "--batch", "1,4,8,12,16,64", *args)
+            self.assertExit(j, EXIT_OK)
+            return [p["layer_kernels"] for p in j.json()["plan"]]
+        self.assertEqual(kernels("--gpu", "H200"),
+                         ["decode", "decode", "sliced", "stages", "sliced", "stages"])
+        self.assertEqual(kernels("--gpu", "H200", "--model", "deepseek-v3", "--tp", "8"),
+                         ["decode", "stages", "sliced", "stages", "sliced", "stages"])
+        self.assertEqual(kernels("--gpu", "H200", "--model", "qwen3.5-122b-a10b", "--tp", "4"),
+                         ["decode", "decode", "stages", "stages", "stages", "stages"])
+        self.assertEqual(kernels("--gpu", "H100 PCIe"),
+                         ["decode", "decode", "stages", "stages", "stages", "stages"])
+        r = run("tune", "--dry-run", "--batch", "1,8,64", "--gpu", "H200")
+        self.assertExit(r, EXIT_OK)
+        self.assertIn("note: At some batch sizes moetune's layer (its default options on this GPU) "
+                      "runs kernels with tiles of their own: its two decode kernels at M = 1; its "
+                      "sliced GEMM kernel at M = 8.", r.out)
+        self.assertIn("`--no-decode-kernels` / `--no-sliced`", r.out)
+        r = run("tune", "--dry-run", "--batch", "64", "--gpu", "H200")
+        self.assertNotIn("note:", r.out)
 
     def test_default_batch_is_the_common_18(self):
         j = self.dry()

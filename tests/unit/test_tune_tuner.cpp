@@ -114,6 +114,72 @@ TEST(Tuner, WritesTablesSidecarsLogAndReportAtomically) {
   std::filesystem::remove_all(out);
 }
 
+std::string file_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(Tuner, NamesWhereTheLayerRunsKernelsOfItsOwn) {
+  // TuneOptions::layer_kernels (the CLI's: FusedMoe::layer_kernels) is asked with each M's chosen
+  // pair; its answer goes into the sidecars, the report (a column and a paragraph naming the
+  // Ms whose entries configure only the stage path) and the plan; an InputError leaves it
+  // unknown, and no hook says nothing.
+  const auto out = temp_dir("layer_kernels");
+  TuneOptions o = options(out, {1, 2, 8, 64});
+  std::mutex mu;
+  std::map<int, std::pair<KernelConfig, KernelConfig>> asked;
+  o.layer_kernels = [&](int M, const KernelConfig& up, const KernelConfig& down) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      asked[M] = {up, down};
+    }
+    if (M == 64) throw InputError("BLOCK_SIZE_M", "64", "refused");
+    return std::string(M <= 2 ? "decode" : "sliced");
+  };
+  SyntheticEvaluator ev(informative(o));
+  ProgressSink quiet;
+  const TuneResult r = run_tune(o, ev, quiet);
+  ASSERT_EQ(r.rows.size(), 4u);
+  EXPECT_EQ(r.rows[0].layer_kernels, "decode");
+  EXPECT_EQ(r.rows[1].layer_kernels, "decode");
+  EXPECT_EQ(r.rows[2].layer_kernels, "sliced");
+  EXPECT_EQ(r.rows[3].layer_kernels, "");
+  for (const MResult& row : r.rows) {  // the pair the tables hold
+    EXPECT_EQ(asked.at(row.M).first, r.up.at(row.M)) << row.M;
+    EXPECT_EQ(asked.at(row.M).second, r.down.at(row.M)) << row.M;
+  }
+  for (const auto& side_path : {r.up_sidecar, r.down_sidecar}) {
+    const nlohmann::json side = nlohmann::json::parse(file_text(side_path));
+    EXPECT_EQ(side.at("entries").at("1").at("layer_kernels"), "decode");
+    EXPECT_EQ(side.at("entries").at("8").at("layer_kernels"), "sliced");
+    EXPECT_FALSE(side.at("entries").at("64").contains("layer_kernels"));
+  }
+  const std::string md = file_text(r.report_md);
+  EXPECT_NE(md.find("its two decode kernels at M = 1 and 2; its sliced GEMM kernel at M = 8. "),
+            std::string::npos);
+  EXPECT_NE(md.find("`--no-decode-kernels` / `--no-sliced`"), std::string::npos);
+  EXPECT_NE(md.find(" | sliced |\n"), std::string::npos);
+  EXPECT_NE(md.find(" | — |\n"), std::string::npos);  // M = 64: unknown
+  const std::string html = file_text(r.report_html);
+  EXPECT_NE(html.find("<code>--no-decode-kernels</code> / <code>--no-sliced</code>"),
+            std::string::npos);
+  EXPECT_EQ(html.find('`'), std::string::npos);
+
+  // The plan asks with the defaults.
+  asked.clear();
+  const TunePlan p = plan(o);
+  ASSERT_EQ(p.rows.size(), 4u);
+  EXPECT_EQ(p.rows[0].layer_kernels, "decode");
+  EXPECT_EQ(p.rows[3].layer_kernels, "");
+  EXPECT_EQ(asked.at(8).first, moetune_default_config(o.shape, o.gpu, 8, false));
+  const nlohmann::json pj = to_json(p);
+  EXPECT_EQ(pj.at("plan").at(2).at("layer_kernels"), "sliced");
+  EXPECT_FALSE(pj.at("plan").at(3).contains("layer_kernels"));
+  o.layer_kernels = nullptr;
+  EXPECT_FALSE(to_json(plan(o)).at("plan").at(0).contains("layer_kernels"));
+  std::filesystem::remove_all(out);
+}
+
 TEST(Tuner, TrustRuleKeepsTheDefaultWithinNoise) {
   const auto out = temp_dir("trust");
   const TuneOptions o = options(out, {1, 64});
