@@ -186,7 +186,7 @@ int run_dry(const GlobalOptions& g, tune::TuneOptions& t) {
     rows[i].layer_kernels = p.rows[i].layer_kernels;
   }
   if (const std::string own = report::own_kernels_text(rows); !own.empty())
-    fmt::print("note: {}\n", own);
+    fmt::print("note (the default configs): {}\n", own);
   return 0;
 }
 
@@ -253,10 +253,8 @@ int run_sweep(const GlobalOptions& g, const TuneCliOptions& o, tune::TuneOptions
                       {"pct_floor", num(r.pct_floor)},
                       {"speedup", num(r.speedup)},
                       {"up", r.up_config},
-                      {"down", r.down_config},
-                      {"layer_kernels", r.layer_kernels.empty()
-                                            ? nlohmann::ordered_json(nullptr)
-                                            : nlohmann::ordered_json(r.layer_kernels)}});
+                      {"down", r.down_config}});
+      if (!r.layer_kernels.empty()) rows.back()["layer_kernels"] = r.layer_kernels;
     }
     nlohmann::ordered_json j{{"up_table", result.up_table.string()},
                              {"down_table", result.down_table.string()},
@@ -287,6 +285,11 @@ int run_sweep(const GlobalOptions& g, const TuneCliOptions& o, tune::TuneOptions
              result.budget_exhausted ? " (budget exhausted: M not reached keep the default)" : "");
   if (const std::string own = report::own_kernels_text(rep.rows); !own.empty())
     fmt::print("note: {}\n", own);
+  for (const tune::MResult& row : result.rows) {  // the tuned entry moved the layer's path
+    if (!row.layer_kernels.empty() && !row.default_layer_kernels.empty() &&
+        row.layer_kernels != row.default_layer_kernels)
+      fmt::print("note: M={}: {}\n", row.M, row.up.notes.back());
+  }
   fmt::print("tables:  {}\n         {}\n", result.up_table.string(), result.down_table.string());
   if (!result.report_md.empty()) {
     fmt::print("report:  {}\n         {}\n", result.report_md.string(),

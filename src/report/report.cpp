@@ -55,7 +55,7 @@ std::optional<double> margin_pct(const tune::StageOutcome& s) {
 std::pair<std::string, std::string> own_kernels(const std::string& kind) {
   if (kind == "decode") return {"its two decode kernels", "`--no-decode-kernels`"};
   if (kind == "sliced") return {"its sliced GEMM kernel", "`--no-sliced`"};
-  return {"its " + kind + " kernels", "that path off"};
+  return {"its " + kind + " kernels", "its option for them off"};
 }
 
 std::string m_list(const std::vector<int>& ms) {
@@ -83,11 +83,11 @@ std::string own_kernels_text(const std::vector<ReportRow>& rows) {
     offs += fmt::format("{}{}", offs.empty() ? "" : " / ", off);
   }
   return fmt::format(
-      "At some batch sizes moetune's layer (its default options on this GPU) runs kernels with "
-      "tiles of their own: {}. There the tables' entries configure, and their times measure, "
-      "only the stage path, which the layer runs with {} (bench, check; FusedMoeOptions in the "
-      "library).",
-      runs, offs);
+      "At some batch sizes moetune's layer (its default options on this GPU, with these "
+      "configs) runs kernels with tiles of their own: {}. There the tables' entries configure, "
+      "and their times measure, only the stage path, which the layer runs with {} (bench and "
+      "profile{}; FusedMoeOptions in the library).",
+      runs, offs, by_kind.count("sliced") ? "; check takes `--no-sliced`" : "");
 }
 
 ReportInput report_input(const tune::TuneOptions& opts, const tune::TuneResult& result) {
@@ -152,15 +152,14 @@ std::string markdown(const ReportInput& in) {
   md += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const ReportRow& r : in.rows) {
     md += fmt::format(
-        "| {} | {} | {} | {} | {:.1f} | {} | {} | {} / {} | {} | `{}` | `{}` | {} |\n",
-                      r.M, with_ci(r.default_us, r.default_lo_us, r.default_hi_us),
-                      with_ci(r.tuned_us, r.tuned_lo_us, r.tuned_hi_us),
-                      r.speedup ? fmt::format("{:.2f}×", *r.speedup) : "—", r.floor_us,
-                      r.pct_floor ? fmt::format("{:.0f}%", *r.pct_floor) : "—", r.bound,
-                      r.margin_up_pct ? fmt::format("{:.1f}%", *r.margin_up_pct) : "—",
-                      r.margin_down_pct ? fmt::format("{:.1f}%", *r.margin_down_pct) : "—", r.flag,
-                      r.up_config, r.down_config,
-                      r.layer_kernels.empty() ? "—" : r.layer_kernels);
+        "| {} | {} | {} | {} | {:.1f} | {} | {} | {} / {} | {} | `{}` | `{}` | {} |\n", r.M,
+        with_ci(r.default_us, r.default_lo_us, r.default_hi_us),
+        with_ci(r.tuned_us, r.tuned_lo_us, r.tuned_hi_us),
+        r.speedup ? fmt::format("{:.2f}×", *r.speedup) : "—", r.floor_us,
+        r.pct_floor ? fmt::format("{:.0f}%", *r.pct_floor) : "—", r.bound,
+        r.margin_up_pct ? fmt::format("{:.1f}%", *r.margin_up_pct) : "—",
+        r.margin_down_pct ? fmt::format("{:.1f}%", *r.margin_down_pct) : "—", r.flag, r.up_config,
+        r.down_config, r.layer_kernels.empty() ? "—" : r.layer_kernels);
   }
   if (const std::string own = own_kernels_text(in.rows); !own.empty()) md += "\n" + own + "\n";
   bool any_notes = false;

@@ -575,6 +575,18 @@ TuneResult run_tune(const TuneOptions& opts, EvaluatorPool& pool, ProgressSink& 
     result.up[row.M] = row.up.chosen;
     result.down[row.M] = row.down.chosen;
     row.layer_kernels = layer_kernels_of(opts, row.M, row.up.chosen, row.down.chosen);
+    row.default_layer_kernels =
+        layer_kernels_of(opts, row.M, row.up.default_config, row.down.default_config);
+    if (!row.layer_kernels.empty() && !row.default_layer_kernels.empty() &&
+        row.layer_kernels != row.default_layer_kernels) {
+      row.up.notes.push_back(fmt::format(
+          "moetune's layer runs `{}` here with the default configs and `{}` with this table "
+          "(its up BLOCK_SIZE_M {}): the tuned times compare stage paths only; time the layer "
+          "both ways (`bench --batch {} --config TABLE` and `bench --batch {}`) before serving "
+          "with this entry",
+          row.default_layer_kernels, row.layer_kernels, row.up.chosen.BLOCK_SIZE_M, row.M,
+          row.M));
+    }
   }
 
   write_config_table(result.up_table, result.up);

@@ -121,60 +121,95 @@ std::string file_text(const std::filesystem::path& p) {
 
 TEST(Tuner, NamesWhereTheLayerRunsKernelsOfItsOwn) {
   // TuneOptions::layer_kernels (the CLI's: FusedMoe::layer_kernels) is asked with each M's chosen
-  // pair; its answer goes into the sidecars, the report (a column and a paragraph naming the
-  // Ms whose entries configure only the stage path) and the plan; an InputError leaves it
+  // pair and its default pair; its answer goes into the sidecars, the report (a column and a
+  // paragraph naming the Ms whose entries configure only the stage path) and the plan; a tuned
+  // entry that moves the layer off its own kernels gets a note; an InputError leaves the answer
   // unknown, and no hook says nothing.
   const auto out = temp_dir("layer_kernels");
-  TuneOptions o = options(out, {1, 2, 8, 64});
+  TuneOptions o = options(out, {1, 2, 8, 16, 64});
   std::mutex mu;
-  std::map<int, std::pair<KernelConfig, KernelConfig>> asked;
+  std::map<int, std::vector<std::pair<KernelConfig, KernelConfig>>> asked;
   o.layer_kernels = [&](int M, const KernelConfig& up, const KernelConfig& down) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      asked[M] = {up, down};
+      asked[M].emplace_back(up, down);
     }
     if (M == 64) throw InputError("BLOCK_SIZE_M", "64", "refused");
+    // M = 8: the sliced kernel with the default up config only (as a BLOCK_SIZE_M would).
+    if (M == 8) return std::string(up == moetune_default_config(o.shape, o.gpu, 8) ? "sliced"
+                                                                                   : "stages");
     return std::string(M <= 2 ? "decode" : "sliced");
   };
   SyntheticEvaluator ev(informative(o));
   ProgressSink quiet;
   const TuneResult r = run_tune(o, ev, quiet);
-  ASSERT_EQ(r.rows.size(), 4u);
-  EXPECT_EQ(r.rows[0].layer_kernels, "decode");
-  EXPECT_EQ(r.rows[1].layer_kernels, "decode");
-  EXPECT_EQ(r.rows[2].layer_kernels, "sliced");
-  EXPECT_EQ(r.rows[3].layer_kernels, "");
-  for (const MResult& row : r.rows) {  // the pair the tables hold
-    EXPECT_EQ(asked.at(row.M).first, r.up.at(row.M)) << row.M;
-    EXPECT_EQ(asked.at(row.M).second, r.down.at(row.M)) << row.M;
+  ASSERT_EQ(r.rows.size(), 5u);
+  const std::vector<std::string> want = {"decode", "decode", "stages", "sliced", ""};
+  const std::vector<std::string> want_default = {"decode", "decode", "sliced", "sliced", ""};
+  for (std::size_t i = 0; i < r.rows.size(); ++i) {
+    const MResult& row = r.rows[i];
+    EXPECT_EQ(row.layer_kernels, want[i]) << row.M;
+    EXPECT_EQ(row.default_layer_kernels, want_default[i]) << row.M;
+    // The pair the tables hold, then the default pair.
+    ASSERT_EQ(asked.at(row.M).size(), 2u) << row.M;
+    EXPECT_EQ(asked.at(row.M)[0].first, r.up.at(row.M)) << row.M;
+    EXPECT_EQ(asked.at(row.M)[0].second, r.down.at(row.M)) << row.M;
+    EXPECT_EQ(asked.at(row.M)[1].first, row.up.default_config) << row.M;
+    EXPECT_EQ(asked.at(row.M)[1].second, row.down.default_config) << row.M;
+    const bool switched = !row.up.notes.empty() &&
+                          row.up.notes.back().find("the tuned times compare stage paths only") !=
+                              std::string::npos;
+    EXPECT_EQ(switched, row.M == 8) << row.M;
   }
+  EXPECT_NE(r.up.at(8), moetune_default_config(o.shape, o.gpu, 8));  // tuned: 25% faster
   for (const auto& side_path : {r.up_sidecar, r.down_sidecar}) {
     const nlohmann::json side = nlohmann::json::parse(file_text(side_path));
     EXPECT_EQ(side.at("entries").at("1").at("layer_kernels"), "decode");
-    EXPECT_EQ(side.at("entries").at("8").at("layer_kernels"), "sliced");
+    EXPECT_EQ(side.at("entries").at("8").at("layer_kernels"), "stages");
+    EXPECT_EQ(side.at("entries").at("16").at("layer_kernels"), "sliced");
     EXPECT_FALSE(side.at("entries").at("64").contains("layer_kernels"));
   }
   const std::string md = file_text(r.report_md);
-  EXPECT_NE(md.find("its two decode kernels at M = 1 and 2; its sliced GEMM kernel at M = 8. "),
+  EXPECT_NE(md.find("its two decode kernels at M = 1 and 2; its sliced GEMM kernel at M = 16. "),
             std::string::npos);
   EXPECT_NE(md.find("`--no-decode-kernels` / `--no-sliced`"), std::string::npos);
   EXPECT_NE(md.find(" | sliced |\n"), std::string::npos);
   EXPECT_NE(md.find(" | — |\n"), std::string::npos);  // M = 64: unknown
+  EXPECT_NE(md.find("- M=8: moetune's layer runs `sliced` here with the default configs and "
+                    "`stages` with this table (its up BLOCK_SIZE_M "),
+            std::string::npos);
   const std::string html = file_text(r.report_html);
   EXPECT_NE(html.find("<code>--no-decode-kernels</code> / <code>--no-sliced</code>"),
             std::string::npos);
-  EXPECT_EQ(html.find('`'), std::string::npos);
+  EXPECT_EQ(html.find("`--no"), std::string::npos);
 
   // The plan asks with the defaults.
   asked.clear();
   const TunePlan p = plan(o);
-  ASSERT_EQ(p.rows.size(), 4u);
+  ASSERT_EQ(p.rows.size(), 5u);
   EXPECT_EQ(p.rows[0].layer_kernels, "decode");
-  EXPECT_EQ(p.rows[3].layer_kernels, "");
-  EXPECT_EQ(asked.at(8).first, moetune_default_config(o.shape, o.gpu, 8, false));
+  EXPECT_EQ(p.rows[2].layer_kernels, "sliced");
+  EXPECT_EQ(p.rows[4].layer_kernels, "");
+  EXPECT_EQ(asked.at(8).at(0).first, moetune_default_config(o.shape, o.gpu, 8, false));
+  EXPECT_EQ(asked.at(8).at(0).second.BLOCK_SIZE_M, asked.at(8).at(0).first.BLOCK_SIZE_M);
+  EXPECT_EQ(asked.at(8).at(0).second,
+            default_config(o, 8, Stage::down));  // down with up's BLOCK_SIZE_M
   const nlohmann::json pj = to_json(p);
   EXPECT_EQ(pj.at("plan").at(2).at("layer_kernels"), "sliced");
-  EXPECT_FALSE(pj.at("plan").at(3).contains("layer_kernels"));
+  EXPECT_FALSE(pj.at("plan").at(4).contains("layer_kernels"));
+
+  // Rows that keep the defaults (an interrupted run) are named too, with no note.
+  std::atomic<bool> stop{true};
+  o.stop = &stop;
+  o.force = true;
+  const TuneResult stopped = run_tune(o, ev, quiet);
+  for (const MResult& row : stopped.rows) {
+    EXPECT_EQ(row.flag, kInterruptedFlag) << row.M;
+    EXPECT_EQ(row.layer_kernels, row.default_layer_kernels) << row.M;
+    EXPECT_TRUE(row.up.notes.empty()) << row.M;
+  }
+  EXPECT_EQ(stopped.rows[2].layer_kernels, "sliced");
+  o.stop = nullptr;
   o.layer_kernels = nullptr;
   EXPECT_FALSE(to_json(plan(o)).at("plan").at(0).contains("layer_kernels"));
   std::filesystem::remove_all(out);
