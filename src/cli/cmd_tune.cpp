@@ -322,6 +322,7 @@ int run_tune_command(const GlobalOptions& g, const TuneCliOptions& o) {
   }
   t.gpu = o.dry_run ? resolve_gpu(g) : resolve_local_gpu(g);  // a sweep measures this GPU
   check_dtype_on_gpu(t.shape, t.gpu);
+  require_layer_runs(t.shape, t.gpu);
   t.shape_json = nlohmann::json(shape_json(t.shape, t.gpu));
   // What moetune's layer runs with a pair at M (no GPU needed: FusedMoe only plans here).
   t.layer_kernels = [shape = t.shape, gpu = t.gpu](int M, const KernelConfig& up,

@@ -11,6 +11,7 @@
 #include "cuda/driver.hpp"
 #include "moetune/dtype.hpp"
 #include "moetune/error.hpp"
+#include "moetune/fused_moe.hpp"
 #include "moe/sliced.hpp"
 #include "moe/stages.hpp"
 #include "moetune/tuner.hpp"
@@ -184,20 +185,36 @@ GpuSpec resolve_local_gpu(const GlobalOptions& g) {
   return local;
 }
 
+namespace {
+
+// The kernels name their own quantities (K, N, E); the error says which model size each is.
+[[noreturn]] void throw_for_model(const InputError& e) {
+  static const std::map<std::string, std::string> kWhat = {
+      {"K", "K (the hidden size)"},
+      {"N", "N (the expert intermediate size per TP rank)"},
+      {"E", "E (experts per EP rank)"},
+      {"E_global", "E_global (the experts)"},
+      {"block_shape", "block_shape (its block_k)"}};
+  const auto it = kWhat.find(e.field());
+  throw InputError(it == kWhat.end() ? e.field() : it->second, e.value(),
+                   e.reason() + " for moetune's kernels");
+}
+
+}  // namespace
+
 void require_runnable(const MoeShape& shape) {
   try {
     moe::check_stage_shape(shape, 0);
   } catch (const InputError& e) {
-    // The kernels name their own quantities (K, N, E); say which model size each is.
-    static const std::map<std::string, std::string> kWhat = {
-        {"K", "K (the hidden size)"},
-        {"N", "N (the expert intermediate size per TP rank)"},
-        {"E", "E (experts per EP rank)"},
-        {"E_global", "E_global (the experts)"},
-        {"block_shape", "block_shape (its block_k)"}};
-    const auto it = kWhat.find(e.field());
-    throw InputError(it == kWhat.end() ? e.field() : it->second, e.value(),
-                     e.reason() + " for moetune's kernels");
+    throw_for_model(e);
+  }
+}
+
+void require_layer_runs(const MoeShape& shape, const GpuSpec& gpu) {
+  try {
+    (void)FusedMoe(shape, gpu);  // plans only: no GPU is touched
+  } catch (const InputError& e) {
+    throw_for_model(e);
   }
 }
 

@@ -83,5 +83,10 @@ Target resolve_local_target(const GlobalOptions& g, std::span<const std::int64_t
 // before any GPU is looked for: the tuner's dry run and the GPU commands say so at once instead
 // of planning a sweep whose every candidate is pruned, or exiting 3 on a machine without a GPU.
 void require_runnable(const MoeShape& shape);
+// InputError (exit 2, named as require_runnable's) when moetune's layer with its defaults refuses
+// `shape` on `gpu` (FusedMoe's constructor: e.g. fp8 rows that are not whole 16-byte chunks,
+// N = 360 for gpt-oss at TP8): `tune` checks it before planning, since nothing would run the
+// tables it writes. Touches no GPU.
+void require_layer_runs(const MoeShape& shape, const GpuSpec& gpu);
 
 }  // namespace moetune::cli

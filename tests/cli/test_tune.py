@@ -9,7 +9,8 @@ import subprocess
 import tempfile
 import unittest
 
-from moetune_cli import (BIN, EXIT_BAD_INPUT, EXIT_NO_GPU, EXIT_OK, CliTestCase, gpu_present, run)
+from moetune_cli import (BIN, EXIT_BAD_INPUT, EXIT_NO_GPU, EXIT_OK, MODEL_CONFIGS, CliTestCase,
+                         gpu_present, run)
 
 EXIT_INTERRUPTED = 130
 INTERRUPTED_FLAG = "not tuned (interrupted)"
@@ -134,6 +135,10 @@ class DryRun(CliTestCase):
             (["--gpus", "0"], ["gpus", "0"]),
             (["--naming", "trt"], ["naming", "trt"]),
             (["--tp", "0"], ["tp", "0"]),
+            # The layer refuses it (fp8 rows of N = 360 bytes): no tables that nothing runs.
+            (["--model", os.path.join(MODEL_CONFIGS, "gpt-oss-120b.json"), "--tp", "8",
+              "--dtype", "fp8_w8a8", "--gpu", "H200"],
+             ["N (the expert intermediate size per TP rank)=360", "16-byte chunks"]),
         ]
         for args, words in cases:
             with self.subTest(args=args):
