@@ -55,7 +55,7 @@ std::optional<double> margin_pct(const tune::StageOutcome& s) {
 std::pair<std::string, std::string> own_kernels(const std::string& kind) {
   if (kind == "decode") return {"its two decode kernels", "`--no-decode-kernels`"};
   if (kind == "sliced") return {"its sliced GEMM kernel", "`--no-sliced`"};
-  return {"its " + kind + " kernels", "its option for them off"};
+  return {"its " + kind + " kernels", "its option off"};
 }
 
 std::string m_list(const std::vector<int>& ms) {
@@ -76,18 +76,19 @@ std::string own_kernels_text(const std::vector<ReportRow>& rows) {
       by_kind[r.layer_kernels].push_back(r.M);
   }
   if (by_kind.empty()) return "";
-  std::string runs, offs;
+  std::string runs;
   for (const auto& [kind, ms] : by_kind) {
     const auto [what, off] = own_kernels(kind);
-    runs += fmt::format("{}{} at M = {}", runs.empty() ? "" : "; ", what, m_list(ms));
-    offs += fmt::format("{}{}", offs.empty() ? "" : " / ", off);
+    runs += fmt::format("{}{} at M = {} ({} runs the stage path there)",
+                        runs.empty() ? "" : "; ", what, m_list(ms), off);
   }
   return fmt::format(
       "At some batch sizes moetune's layer (its default options on this GPU, with these "
-      "configs) runs kernels with tiles of their own: {}. There the tables' entries configure, "
-      "and their times measure, only the stage path, which the layer runs with {} (bench and "
-      "profile{}; FusedMoeOptions in the library).",
-      runs, offs, by_kind.count("sliced") ? "; check takes `--no-sliced`" : "");
+      "configs) runs kernels with tiles of their own: {}. The tables' entries at those batch "
+      "sizes configure, and their times measure, only the stage path: they serve a layer run "
+      "with those flags (bench and profile{}; FusedMoeOptions in the library); moetune's "
+      "default layer does not run their tiles.",
+      runs, by_kind.count("sliced") ? "; check takes `--no-sliced`" : "");
 }
 
 ReportInput report_input(const tune::TuneOptions& opts, const tune::TuneResult& result) {

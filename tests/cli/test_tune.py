@@ -69,10 +69,10 @@ class DryRun(CliTestCase):
         self.assertExit(r, EXIT_OK)
         self.assertIn("note (the default configs): At some batch sizes moetune's layer (its "
                       "default options on this GPU, with these configs) runs kernels with tiles "
-                      "of their own: its two decode kernels at M = 1; its sliced GEMM kernel at "
-                      "M = 8.", r.out)
-        self.assertIn("`--no-decode-kernels` / `--no-sliced` (bench and profile; check takes "
-                      "`--no-sliced`", r.out)
+                      "of their own: its two decode kernels at M = 1 (`--no-decode-kernels` runs "
+                      "the stage path there); its sliced GEMM kernel at M = 8 (`--no-sliced` runs "
+                      "the stage path there).", r.out)
+        self.assertIn("(bench and profile; check takes `--no-sliced`; ", r.out)
         r = run("tune", "--dry-run", "--batch", "64", "--gpu", "H200")
         self.assertNotIn("note:", r.out)
 

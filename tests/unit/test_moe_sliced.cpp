@@ -160,8 +160,12 @@ TEST(MoeSliced, DefaultOnTheH100AndH200WhereItsBlocksFillTheirWaves) {
       const bool h200_want = one_wave || (M >= 14 && M <= 20);
       EXPECT_EQ(def.uses_sliced_gemms(M), h100_want) << s.source << " M=" << M;
       EXPECT_EQ(h200_def.uses_sliced_gemms(M), h200_want) << s.source << " M=" << M;
-      if (h100_want) EXPECT_TRUE(def.workspace_layout(M).gemm1_aligns) << M;
-      if (h200_want) EXPECT_TRUE(h200_def.workspace_layout(M).gemm1_aligns) << M;
+      if (h100_want) {
+        EXPECT_TRUE(def.workspace_layout(M).gemm1_aligns) << M;
+      }
+      if (h200_want) {
+        EXPECT_TRUE(h200_def.workspace_layout(M).gemm1_aligns) << M;
+      }
     }
     for (const GpuSpec* g : {&h100, &h200}) {
       EXPECT_TRUE(moetune_default_sliced_gemms(*g, s, 8)) << g->name;

@@ -170,16 +170,18 @@ TEST(Tuner, NamesWhereTheLayerRunsKernelsOfItsOwn) {
     EXPECT_FALSE(side.at("entries").at("64").contains("layer_kernels"));
   }
   const std::string md = file_text(r.report_md);
-  EXPECT_NE(md.find("its two decode kernels at M = 1 and 2; its sliced GEMM kernel at M = 16. "),
+  EXPECT_NE(md.find("its two decode kernels at M = 1 and 2 (`--no-decode-kernels` runs the stage "
+                    "path there); its sliced GEMM kernel at M = 16 (`--no-sliced` runs the stage "
+                    "path there). "),
             std::string::npos);
-  EXPECT_NE(md.find("`--no-decode-kernels` / `--no-sliced`"), std::string::npos);
+  EXPECT_NE(md.find("(bench and profile; check takes `--no-sliced`; "), std::string::npos);
   EXPECT_NE(md.find(" | sliced |\n"), std::string::npos);
   EXPECT_NE(md.find(" | — |\n"), std::string::npos);  // M = 64: unknown
   EXPECT_NE(md.find("- M=8: moetune's layer runs `sliced` here with the default configs and "
                     "`stages` with this table (its up BLOCK_SIZE_M "),
             std::string::npos);
   const std::string html = file_text(r.report_html);
-  EXPECT_NE(html.find("<code>--no-decode-kernels</code> / <code>--no-sliced</code>"),
+  EXPECT_NE(html.find("(<code>--no-decode-kernels</code> runs the stage path there)"),
             std::string::npos);
   EXPECT_EQ(html.find("`--no"), std::string::npos);
 
