@@ -204,7 +204,8 @@ struct MResult {
   double margin_ratio = 1;  // winner / runner-up median ratio of the total (<= 1)
   // What moetune's layer runs at M with the chosen pair and with the default pair
   // (TuneOptions::layer_kernels; "" unset). They differ where the tuned up entry's BLOCK_SIZE_M
-  // turns the sliced kernel off (it runs only where that is 16): the row then says so in a note.
+  // turns the sliced kernel off or on (it runs only where that is 16): the row then says so in a
+  // note.
   std::string layer_kernels, default_layer_kernels;
 };
 
