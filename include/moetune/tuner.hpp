@@ -208,6 +208,12 @@ struct MResult {
   // note.
   std::string layer_kernels, default_layer_kernels;
 };
+// Whether the tuned pair moves moetune's layer onto other kernels than the default pair's (both
+// known and different).
+inline bool layer_path_moved(const MResult& r) {
+  return !r.layer_kernels.empty() && !r.default_layer_kernels.empty() &&
+         r.layer_kernels != r.default_layer_kernels;
+}
 
 struct TuneResult {
   std::vector<MResult> rows;  // in batch order

@@ -285,10 +285,11 @@ int run_sweep(const GlobalOptions& g, const TuneCliOptions& o, tune::TuneOptions
              result.budget_exhausted ? " (budget exhausted: M not reached keep the default)" : "");
   if (const std::string own = report::own_kernels_text(rep.rows); !own.empty())
     fmt::print("note: {}\n", own);
-  for (const tune::MResult& row : result.rows) {  // the tuned entry moved the layer's path
-    if (!row.layer_kernels.empty() && !row.default_layer_kernels.empty() &&
-        row.layer_kernels != row.default_layer_kernels)
-      fmt::print("note: M={}: {}\n", row.M, row.up.notes.back());
+  for (const tune::MResult& row : result.rows) {
+    if (tune::layer_path_moved(row))
+      fmt::print("note: M={}: moetune's layer runs `{}` with the default configs, `{}` with this "
+                 "table: time it both ways with `bench` before serving (the report's notes)\n",
+                 row.M, row.default_layer_kernels, row.layer_kernels);
   }
   fmt::print("tables:  {}\n         {}\n", result.up_table.string(), result.down_table.string());
   if (!result.report_md.empty()) {

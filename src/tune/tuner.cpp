@@ -577,8 +577,7 @@ TuneResult run_tune(const TuneOptions& opts, EvaluatorPool& pool, ProgressSink& 
     row.layer_kernels = layer_kernels_of(opts, row.M, row.up.chosen, row.down.chosen);
     row.default_layer_kernels =
         layer_kernels_of(opts, row.M, row.up.default_config, row.down.default_config);
-    if (!row.layer_kernels.empty() && !row.default_layer_kernels.empty() &&
-        row.layer_kernels != row.default_layer_kernels) {
+    if (layer_path_moved(row)) {
       row.up.notes.push_back(fmt::format(
           "moetune's layer runs `{}` here with the default configs and `{}` with this table "
           "(its up BLOCK_SIZE_M {}): the tuned times compare stage paths only; time the layer "

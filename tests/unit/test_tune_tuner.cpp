@@ -160,6 +160,7 @@ TEST(Tuner, NamesWhereTheLayerRunsKernelsOfItsOwn) {
                           row.up.notes.back().find("the tuned times compare stage paths only") !=
                               std::string::npos;
     EXPECT_EQ(switched, row.M == 8) << row.M;
+    EXPECT_EQ(layer_path_moved(row), row.M == 8) << row.M;
   }
   EXPECT_NE(r.up.at(8), moetune_default_config(o.shape, o.gpu, 8));  // tuned: 25% faster
   for (const auto& side_path : {r.up_sidecar, r.down_sidecar}) {
